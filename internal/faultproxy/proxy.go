@@ -1,0 +1,101 @@
+// Package faultproxy is a loopback TCP proxy that tests cut to make a
+// client vanish from the network without a goodbye: no unlock, no
+// close-session, just silence, as when its process is killed.
+package faultproxy
+
+import (
+	"io"
+	"net"
+	"sync"
+)
+
+// Proxy forwards connections from its own loopback address to a target.
+type Proxy struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// New starts a proxy on 127.0.0.1 to target (host:port).
+func New(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.serve()
+	return p, nil
+}
+
+// Addr is the proxy's host:port, to give the client instead of the target.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Cut drops every connection and refuses new ones, for good.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	p.cut = true
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.ln.Close()
+}
+
+// Close cuts the proxy and waits for its goroutines.
+func (p *Proxy) Close() error {
+	p.Cut()
+	p.wg.Wait()
+	return nil
+}
+
+func (p *Proxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		u, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		if !p.track(c, u) {
+			continue
+		}
+		p.wg.Add(2)
+		go p.pipe(c, u)
+		go p.pipe(u, c)
+	}
+}
+
+func (p *Proxy) track(cs ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cut {
+		for _, c := range cs {
+			c.Close()
+		}
+		return false
+	}
+	for _, c := range cs {
+		p.conns[c] = struct{}{}
+	}
+	return true
+}
+
+func (p *Proxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	_, _ = io.Copy(dst, src) // an error from either side just ends the pair
+	dst.Close()
+	src.Close()
+	p.mu.Lock()
+	delete(p.conns, dst)
+	delete(p.conns, src)
+	p.mu.Unlock()
+}

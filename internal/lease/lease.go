@@ -1,0 +1,293 @@
+// Package lease holds what every adapter's lease shares: the Deadline, the
+// keep-alive loop, Done/Err bookkeeping, and the set of a Locker's live
+// leases that Close releases. An adapter supplies only the backend calls.
+package lease
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/locker-go/locker"
+)
+
+// Ops is what a backend does for one held lease.
+type Ops interface {
+	// Refresh extends the hold. It returns how long the lease is valid from
+	// the moment the call began (the TTL, or less, e.g. Redlock's drift), or
+	// locker.ErrNotHeld when the backend no longer has the lock for us.
+	Refresh(ctx context.Context) (time.Duration, error)
+	// Release drops one hold; locker.ErrNotHeld when it was not ours.
+	Release(ctx context.Context) error
+}
+
+// Expirer is implemented by Ops whose backend does not end the lock by
+// itself when the deadline passes (a ZooKeeper node lives as long as its
+// session). Expire is called once, in its own goroutine, when a lease ends
+// lost while the backend may still hold it.
+type Expirer interface {
+	Expire(ctx context.Context)
+}
+
+// Config describes a newly acquired lease.
+type Config struct {
+	Key, Owner string
+	Fence      uint64
+	TTL        time.Duration
+	KeepAlive  bool
+	// Start is when the acquiring call began; the first deadline is
+	// Start+Validity, so time spent acquiring counts against the lease.
+	Start    time.Time
+	Validity time.Duration // defaults to TTL
+	Ops      Ops
+}
+
+// Lease implements locker.Lease over Ops.
+type Lease struct {
+	cfg  Config
+	set  *Set
+	done chan struct{}
+	kick chan struct{} // re-arms the timer loop after a manual Refresh
+
+	mu       sync.Mutex
+	deadline time.Time
+	err      error
+}
+
+// New starts a lease and adds it to set, whose Close will release it. If
+// set is already closed, the hold is released and New returns ErrClosed.
+func New(set *Set, cfg Config) (*Lease, error) {
+	if cfg.Validity <= 0 {
+		cfg.Validity = cfg.TTL
+	}
+	l := &Lease{
+		cfg:      cfg,
+		set:      set,
+		done:     make(chan struct{}),
+		kick:     make(chan struct{}, 1),
+		deadline: cfg.Start.Add(cfg.Validity),
+	}
+	if !set.add(l) {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.TTL)
+		defer cancel()
+		_ = cfg.Ops.Release(ctx)
+		return nil, locker.ErrClosed
+	}
+	go l.run()
+	return l, nil
+}
+
+func (l *Lease) Key() string           { return l.cfg.Key }
+func (l *Lease) Owner() string         { return l.cfg.Owner }
+func (l *Lease) Fence() uint64         { return l.cfg.Fence }
+func (l *Lease) Done() <-chan struct{} { return l.done }
+
+func (l *Lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Refresh extends the lease through Ops.Refresh.
+func (l *Lease) Refresh(ctx context.Context) error {
+	if l.set.Closed() {
+		return locker.ErrClosed
+	}
+	if err := l.refresh(ctx); err != nil {
+		return err
+	}
+	select { // let the timer loop see the new deadline
+	case l.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (l *Lease) refresh(ctx context.Context) error {
+	if l.Err() != nil {
+		return locker.ErrNotHeld
+	}
+	start := time.Now()
+	valid, err := l.cfg.Ops.Refresh(ctx)
+	if errors.Is(err, locker.ErrNotHeld) {
+		l.end(locker.ErrLeaseLost)
+		return locker.ErrNotHeld
+	}
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if d := start.Add(valid); d.After(l.deadline) {
+		l.deadline = d
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+// Unlock releases one hold through Ops.Release.
+func (l *Lease) Unlock(ctx context.Context) error {
+	if l.set.Closed() {
+		return locker.ErrClosed
+	}
+	return l.unlock(ctx)
+}
+
+func (l *Lease) unlock(ctx context.Context) error {
+	if l.Err() != nil {
+		return locker.ErrNotHeld
+	}
+	err := l.cfg.Ops.Release(ctx)
+	switch {
+	case err == nil:
+		l.end(locker.ErrNotHeld)
+	case errors.Is(err, locker.ErrNotHeld):
+		l.end(locker.ErrLeaseLost)
+	}
+	return err
+}
+
+// Lose ends the lease with ErrLeaseLost: adapters call it when the backend
+// says the lock is gone (session expired, lease revoked, node deleted).
+func (l *Lease) Lose() { l.end(locker.ErrLeaseLost) }
+
+// end records the lease's final state once and closes Done.
+func (l *Lease) end(err error) bool {
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return false
+	}
+	l.err = err
+	l.mu.Unlock()
+	close(l.done)
+	l.set.remove(l)
+	return true
+}
+
+// run renews the lease every TTL/3 while keep-alive is on, and ends it as
+// lost once its deadline passes without a successful renewal.
+func (l *Lease) run() {
+	interval := l.cfg.TTL / 3
+	next := l.cfg.Start.Add(interval)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		deadline := l.Deadline()
+		wake := deadline
+		if l.cfg.KeepAlive && next.Before(deadline) {
+			wake = next
+		}
+		timer.Reset(time.Until(wake))
+		select {
+		case <-l.done:
+			return
+		case <-l.kick:
+			next = time.Now().Add(interval)
+			continue
+		case <-timer.C:
+		}
+		if l.cfg.KeepAlive {
+			ctx, cancel := context.WithDeadline(context.Background(), l.Deadline())
+			err := l.refresh(ctx)
+			cancel()
+			switch {
+			case err == nil:
+				next = time.Now().Add(interval)
+				continue
+			case errors.Is(err, locker.ErrNotHeld):
+				return // refresh ended the lease
+			}
+			// A failed renewal is retried, a little sooner each time, until
+			// the deadline; the backend may be back before then.
+			next = time.Now().Add(min(interval, max(time.Until(l.Deadline())/4, 10*time.Millisecond)))
+		}
+		if !time.Now().Before(l.Deadline()) && l.end(locker.ErrLeaseLost) {
+			if e, ok := l.cfg.Ops.(Expirer); ok {
+				ctx, cancel := context.WithTimeout(context.Background(), l.cfg.TTL)
+				e.Expire(ctx)
+				cancel()
+			}
+			return
+		}
+	}
+}
+
+// Set tracks the live leases of one Locker, for Close.
+type Set struct {
+	mu     sync.Mutex
+	closed bool
+	leases map[*Lease]struct{}
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// NewSet returns an empty, open Set.
+func NewSet() *Set {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &Set{leases: map[*Lease]struct{}{}, ctx: ctx, cancel: cancel}
+}
+
+func (s *Set) add(l *Lease) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.leases[l] = struct{}{}
+	return true
+}
+
+func (s *Set) remove(l *Lease) {
+	s.mu.Lock()
+	delete(s.leases, l)
+	s.mu.Unlock()
+}
+
+// Closed reports whether Close was called.
+func (s *Set) Closed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Context returns a context derived from ctx that is also cancelled, with
+// cause ErrClosed, when the Set closes: Lock calls wait under it, so Close
+// ends them. Call stop when done to release it.
+func (s *Set) Context(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.ctx, func() { cancel(locker.ErrClosed) })
+	return ctx, func() { stop(); cancel(nil) }
+}
+
+// Close marks the set closed, ends waiting Lock calls, and unlocks every
+// live lease best-effort within ctx. It returns ErrClosed if already closed.
+func (s *Set) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return locker.ErrClosed
+	}
+	s.closed = true
+	leases := make([]*Lease, 0, len(s.leases))
+	for l := range s.leases {
+		leases = append(leases, l)
+	}
+	s.mu.Unlock()
+	s.cancel(locker.ErrClosed)
+	var wg sync.WaitGroup
+	for _, l := range leases {
+		wg.Go(func() {
+			_ = l.unlock(ctx)
+			l.end(locker.ErrNotHeld) // given up even if the release failed
+		})
+	}
+	wg.Wait()
+	return nil
+}

@@ -1,0 +1,127 @@
+package wait
+
+import (
+	"context"
+	"sync"
+)
+
+// Channel is a backend's per-key notification subscription, as a Hub uses it.
+type Channel interface {
+	// Subscribe starts notifications for key and returns once the backend
+	// has confirmed it, so no release after it returns is missed.
+	Subscribe(ctx context.Context, key string) error
+	// Unsubscribe stops them.
+	Unsubscribe(key string)
+}
+
+// Hub fans release notifications out to the waiters of one Locker, holding
+// one backend subscription per key however many local waiters share it.
+// Adapters feed Notify from their notification stream (Redis pub/sub,
+// Postgres LISTEN) and pass Hub.Subscribe to Until.
+type Hub struct {
+	ch   Channel
+	mu   sync.Mutex
+	keys map[string]*entry
+}
+
+type entry struct {
+	op         sync.Mutex // orders this key's backend (un)subscribe calls
+	subscribed bool       // guarded by op
+	waiters    map[chan struct{}]struct{}
+}
+
+// NewHub returns a Hub that subscribes through ch.
+func NewHub(ch Channel) *Hub { return &Hub{ch: ch, keys: map[string]*entry{}} }
+
+// Subscribe registers a waiter for key, subscribing at the backend if it is
+// the first. Its signature fits Until once bound to a key.
+func (h *Hub) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	c := make(chan struct{}, 1)
+	h.mu.Lock()
+	e := h.keys[key]
+	if e == nil {
+		e = &entry{waiters: map[chan struct{}]struct{}{}}
+		h.keys[key] = e
+	}
+	e.waiters[c] = struct{}{}
+	h.mu.Unlock()
+
+	e.op.Lock()
+	defer e.op.Unlock()
+	if !e.subscribed {
+		if err := h.ch.Subscribe(ctx, key); err != nil {
+			h.leave(key, e, c)
+			return nil, nil, err
+		}
+		e.subscribed = true
+	}
+	return c, func() {
+		e.op.Lock()
+		defer e.op.Unlock()
+		h.leave(key, e, c)
+	}, nil
+}
+
+// leave drops waiter c; the last one out unsubscribes. Callers hold e.op,
+// so a waiter arriving meanwhile subscribes again only after this ends.
+func (h *Hub) leave(key string, e *entry, c chan struct{}) {
+	h.mu.Lock()
+	delete(e.waiters, c)
+	empty := len(e.waiters) == 0
+	h.mu.Unlock()
+	if !empty {
+		return
+	}
+	if e.subscribed {
+		h.ch.Unsubscribe(key)
+		e.subscribed = false
+	}
+	// Forget the entry only now: until the unsubscribe is sent, a newcomer
+	// joins this entry and waits on e.op, so backend calls stay in order.
+	h.mu.Lock()
+	if len(e.waiters) == 0 && h.keys[key] == e {
+		delete(h.keys, key)
+	}
+	h.mu.Unlock()
+}
+
+// Notify wakes every waiter for key.
+func (h *Hub) Notify(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.keys[key]; e != nil {
+		for c := range e.waiters {
+			signal(c)
+		}
+	}
+}
+
+// NotifyAll wakes every waiter, e.g. after a reconnect in which
+// notifications may have been lost.
+func (h *Hub) NotifyAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range h.keys {
+		for c := range e.waiters {
+			signal(c)
+		}
+	}
+}
+
+// Keys lists the keys that have waiters, e.g. to resubscribe after a reconnect.
+func (h *Hub) Keys() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	keys := make([]string, 0, len(h.keys))
+	for k := range h.keys {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default: // a wake is already pending
+	}
+}

@@ -1,0 +1,149 @@
+package locker
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// Locker acquires distributed locks on string keys.
+//
+// Implementations are safe for concurrent use. Each Locker is one client of
+// its backend (one connection or session), like a separate process.
+type Locker interface {
+	// Lock blocks until key is held or ctx ends (then returns an error that
+	// errors.Is ctx.Err()). It waits by backend notification, never by fixed polling.
+	Lock(ctx context.Context, key string, opts ...Option) (Lease, error)
+	// TryLock makes one attempt and returns ErrLocked if another owner holds key.
+	TryLock(ctx context.Context, key string, opts ...Option) (Lease, error)
+	// Close releases the client's resources; held leases are unlocked best-effort.
+	Close() error
+}
+
+// Lease is one held lock.
+type Lease interface {
+	// Key is the locked key, as given to Lock.
+	Key() string
+	// Owner is the owner token: random unless WithOwner was given.
+	Owner() string
+	// Fence is the fencing token. It strictly increases every time the key
+	// passes to a new owner; re-entry by the same owner keeps it.
+	Fence() uint64
+	// Deadline is until when the lease is known valid, by the local clock.
+	Deadline() time.Time
+	// Refresh extends the lease by its TTL; ErrNotHeld if it is no longer ours.
+	Refresh(ctx context.Context) error
+	// Unlock releases the lease (one hold of it, for a re-entered key).
+	// It returns ErrNotHeld if the lease was no longer ours.
+	Unlock(ctx context.Context) error
+	// Done is closed when the lease ends: unlocked, expired or lost.
+	Done() <-chan struct{}
+	// Err is nil while the lease is held, ErrNotHeld after Unlock, and
+	// ErrLeaseLost when the lease expired or its session died first.
+	Err() error
+}
+
+// Errors returned by every adapter; match them with errors.Is.
+var (
+	ErrLocked      = errors.New("locker: key is locked by another owner")
+	ErrNotHeld     = errors.New("locker: lease is not held")
+	ErrLeaseLost   = errors.New("locker: lease lost")
+	ErrInvalidKey  = errors.New("locker: invalid key")
+	ErrInvalidTTL  = errors.New("locker: invalid TTL")
+	ErrClosed      = errors.New("locker: locker is closed")
+	ErrUnavailable = errors.New("locker: backend unavailable")
+	// ErrInvalidOwner reports an owner id that breaks the key rules.
+	ErrInvalidOwner = errors.New("locker: invalid owner")
+)
+
+// Unavailable wraps cause so that it matches both ErrUnavailable and cause.
+func Unavailable(cause error) error {
+	if cause == nil || errors.Is(cause, ErrUnavailable) {
+		return cause
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, cause)
+}
+
+// Limits of keys, owners and TTLs.
+const (
+	DefaultTTL = 15 * time.Second
+	MaxTTL     = 24 * time.Hour
+	MaxKeyLen  = 512
+)
+
+// Options is the resolved form of a list of Option. Adapters obtain it
+// through Resolve.
+type Options struct {
+	TTL       time.Duration
+	KeepAlive bool
+	// Owner is the owner token; Resolve fills in a random one.
+	Owner string
+	// StableOwner is true when Owner came from WithOwner, so re-entry is possible.
+	StableOwner bool
+}
+
+// Option configures one Lock or TryLock call.
+type Option func(*Options)
+
+// WithTTL sets the lease length (default 15s); it must be in (0, 24h].
+func WithTTL(d time.Duration) Option { return func(o *Options) { o.TTL = d } }
+
+// WithKeepAlive turns the renewal of the lease every TTL/3 on or off (default on).
+func WithKeepAlive(on bool) Option { return func(o *Options) { o.KeepAlive = on } }
+
+// WithOwner sets a stable owner identity: re-locking a key this owner holds
+// succeeds with the same fence and one more hold; each Unlock drops one hold.
+func WithOwner(id string) Option {
+	return func(o *Options) { o.Owner, o.StableOwner = id, true }
+}
+
+// Resolve checks key and the options and fills in the defaults. Adapters call
+// it first, so bad input changes nothing in the backend.
+func Resolve(key string, opts ...Option) (Options, error) {
+	if err := ValidateKey(key); err != nil {
+		return Options{}, err
+	}
+	o := Options{TTL: DefaultTTL, KeepAlive: true}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.TTL <= 0 || o.TTL > MaxTTL {
+		return Options{}, fmt.Errorf("%w: %v is outside (0, %v]", ErrInvalidTTL, o.TTL, MaxTTL)
+	}
+	if !o.StableOwner {
+		o.Owner = rand.Text()
+	} else if err := checkString(o.Owner); err != nil {
+		return Options{}, fmt.Errorf("%w: %v", ErrInvalidOwner, err)
+	}
+	return o, nil
+}
+
+// ValidateKey reports ErrInvalidKey for a key that is empty, over 512 bytes,
+// not valid UTF-8 or holding a NUL byte. Any other key is valid and opaque:
+// no character has a special meaning.
+func ValidateKey(key string) error {
+	if err := checkString(key); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidKey, err)
+	}
+	return nil
+}
+
+func checkString(s string) error {
+	switch {
+	case s == "":
+		return errors.New("empty")
+	case len(s) > MaxKeyLen:
+		return fmt.Errorf("%d bytes, over %d", len(s), MaxKeyLen)
+	case !utf8.ValidString(s):
+		return errors.New("not valid UTF-8")
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return errors.New("holds a NUL byte")
+		}
+	}
+	return nil
+}
