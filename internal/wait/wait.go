@@ -34,7 +34,7 @@ const MinFallback = time.Millisecond
 func Until(ctx context.Context, key string, attempt Attempt, subscribe Subscribe) (locker.Lease, error) {
 	l, retry, err := attempt(ctx)
 	if !errors.Is(err, locker.ErrLocked) {
-		return l, err
+		return l, CtxErr(ctx, key, err)
 	}
 	wake, unsubscribe, err := subscribe(ctx)
 	if err != nil {

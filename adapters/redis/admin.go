@@ -1,0 +1,130 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/locker-go/locker"
+)
+
+// Status returns the holder of key, or ErrNotHeld.
+func (l *Locker) Status(ctx context.Context, key string) (locker.LockInfo, error) {
+	if err := l.adminCheck(key); err != nil {
+		return locker.LockInfo{}, err
+	}
+	pipe := l.client.Pipeline()
+	get := pipe.Get(ctx, l.lockKey(key))
+	pttl := pipe.PTTL(ctx, l.lockKey(key))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return locker.LockInfo{}, backendErr(ctx, err)
+	}
+	v, err := get.Result()
+	if errors.Is(err, goredis.Nil) {
+		return locker.LockInfo{}, fmt.Errorf("%w: %q is free", locker.ErrNotHeld, key)
+	}
+	return parseInfo(key, v, pttl.Val())
+}
+
+// List returns the held locks whose keys begin with prefix, sorted by key.
+func (l *Locker) List(ctx context.Context, prefix string) ([]locker.LockInfo, error) {
+	if l.set.Closed() {
+		return nil, locker.ErrClosed
+	}
+	match := globEscape(l.lockKey(prefix)) + "*"
+	var (
+		mu   sync.Mutex
+		keys []string
+	)
+	scan := func(ctx context.Context, c goredis.UniversalClient) error {
+		it := c.Scan(ctx, 0, match, 1000).Iterator()
+		for it.Next(ctx) {
+			mu.Lock()
+			keys = append(keys, it.Val())
+			mu.Unlock()
+		}
+		return it.Err()
+	}
+	var err error
+	if cc, ok := l.client.(*goredis.ClusterClient); ok { // SCAN is per node
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, l.client)
+	}
+	if err != nil {
+		return nil, backendErr(ctx, err)
+	}
+	slices.Sort(keys)
+	infos := make([]locker.LockInfo, 0, len(keys))
+	for _, k := range keys {
+		info, err := l.Status(ctx, strings.TrimPrefix(k, l.lockKey("")))
+		if errors.Is(err, locker.ErrNotHeld) {
+			continue // released since the scan
+		}
+		if err != nil {
+			return nil, err
+		}
+		infos = append(infos, info)
+	}
+	return infos, nil
+}
+
+// ForceUnlock deletes key's lock whoever holds it and wakes its waiters.
+// The holder finds out at its next refresh (within TTL/3 with keep-alive).
+func (l *Locker) ForceUnlock(ctx context.Context, key string) error {
+	if err := l.adminCheck(key); err != nil {
+		return err
+	}
+	n, err := forceScript.Run(ctx, l.client, []string{l.lockKey(key)}, l.channel(key)).Int()
+	if err != nil {
+		return backendErr(ctx, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: %q is free", locker.ErrNotHeld, key)
+	}
+	return nil
+}
+
+func (l *Locker) adminCheck(key string) error {
+	if l.set.Closed() {
+		return locker.ErrClosed
+	}
+	return locker.ValidateKey(key)
+}
+
+// parseInfo reads a lock value "fence:holds:op:owner".
+func parseInfo(key, v string, pttl time.Duration) (locker.LockInfo, error) {
+	parts := strings.SplitN(v, ":", 4)
+	if len(parts) != 4 {
+		return locker.LockInfo{}, fmt.Errorf("locker/redis: malformed lock value at %q", key)
+	}
+	fence, err1 := strconv.ParseUint(parts[0], 10, 64)
+	holds, err2 := strconv.Atoi(parts[1])
+	if err := errors.Join(err1, err2); err != nil {
+		return locker.LockInfo{}, fmt.Errorf("locker/redis: malformed lock value at %q: %w", key, err)
+	}
+	info := locker.LockInfo{Key: key, Owner: parts[3], Fence: fence, Holds: holds}
+	if pttl > 0 {
+		info.Expires = time.Now().Add(pttl)
+	}
+	return info, nil
+}
+
+// globEscape quotes the characters SCAN MATCH treats as patterns.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\^-`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

@@ -1,0 +1,3 @@
+package redis
+
+var GlobEscape = globEscape

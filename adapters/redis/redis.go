@@ -1,0 +1,196 @@
+// Package redis is the locker adapter for a single Redis (or a Redis
+// Cluster or Sentinel deployment through go-redis's UniversalClient).
+//
+// Acquire is one atomic script: SET NX PX on the lock key, with the fence
+// taken from a per-namespace INCR in the same script; re-entry by a stable
+// owner bumps a hold count in the value. Release and refresh are scripts
+// that check the owner first, so nobody but the owner ever releases a lock.
+// The release script publishes on the key's channel; waiters subscribe to
+// it (one subscription per key per Locker) and fall back to the holder's
+// remaining PTTL should a message be lost, so there is no polling.
+//
+// The fence counter lives at prefix+"fence". With a Cluster client, choose
+// a prefix with a hash tag, e.g. "{locker}:", so that the lock keys and the
+// counter share a slot, as a Lua script requires.
+//
+// What it survives: a crashed holder (the key expires at its TTL). What it
+// does not: the loss of the Redis node, or a failover to a replica that had
+// not yet received the lock (replication is asynchronous); use Redlock
+// (adapters/redsync) or a consensus backend for that.
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/lease"
+	"github.com/locker-go/locker/internal/wait"
+)
+
+// DefaultPrefix namespaces the keys this adapter writes.
+const DefaultPrefix = "locker:"
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	prefix      string
+	closeClient bool
+}
+
+// WithPrefix sets the namespace of every Redis key and channel the adapter
+// uses (default "locker:"). Lockers with different prefixes never conflict.
+func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
+
+// withCloseClient makes Close also close the client (for Open's clients).
+func withCloseClient() Option { return func(c *config) { c.closeClient = true } }
+
+// Locker is a locker.Locker and locker.Admin over one go-redis client.
+type Locker struct {
+	client goredis.UniversalClient
+	cfg    config
+	set    *lease.Set
+	sub    *subscriber
+}
+
+var (
+	_ locker.Locker = (*Locker)(nil)
+	_ locker.Admin  = (*Locker)(nil)
+)
+
+// New returns a Locker over client. The client stays the caller's: Close
+// does not close it.
+func New(client goredis.UniversalClient, opts ...Option) (locker.Locker, error) {
+	if client == nil {
+		return nil, errors.New("locker/redis: nil client")
+	}
+	cfg := config{prefix: DefaultPrefix}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	l := &Locker{client: client, cfg: cfg, set: lease.NewSet()}
+	l.sub = newSubscriber(client, l.channel(""))
+	return l, nil
+}
+
+func (l *Locker) lockKey(key string) string { return l.cfg.prefix + "lock:" + key }
+func (l *Locker) channel(key string) string { return l.cfg.prefix + "released:" + key }
+func (l *Locker) fenceKey() string          { return l.cfg.prefix + "fence" }
+
+// Lock blocks until key is held, woken by the holder's release message.
+func (l *Locker) Lock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
+	o, err := l.begin(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := l.set.Context(ctx)
+	defer stop()
+	return wait.Until(ctx, key,
+		func(ctx context.Context) (locker.Lease, time.Duration, error) { return l.attempt(ctx, key, o) },
+		func(ctx context.Context) (<-chan struct{}, func(), error) { return l.sub.hub.Subscribe(ctx, key) })
+}
+
+// TryLock makes one attempt; ErrLocked if another owner holds key.
+func (l *Locker) TryLock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
+	o, err := l.begin(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	lease, _, err := l.attempt(ctx, key, o)
+	return lease, err
+}
+
+func (l *Locker) begin(key string, opts []locker.Option) (locker.Options, error) {
+	if l.set.Closed() {
+		return locker.Options{}, locker.ErrClosed
+	}
+	return locker.Resolve(key, opts...)
+}
+
+// attempt runs the acquire script once.
+func (l *Locker) attempt(ctx context.Context, key string, o locker.Options) (locker.Lease, time.Duration, error) {
+	start := time.Now()
+	ttl := max(o.TTL.Milliseconds(), 1)
+	res, err := acquireScript.Run(ctx, l.client, []string{l.lockKey(key), l.fenceKey()}, o.Owner, ttl, rand.Text()).Int64Slice()
+	if err != nil {
+		return nil, 0, backendErr(ctx, err)
+	}
+	if res[0] == 0 {
+		retry := time.Duration(res[1]) * time.Millisecond // 0: expiring now
+		if res[1] == -1 { // a key without expiry: not ours; look again after our TTL
+			retry = o.TTL
+		}
+		return nil, retry, fmt.Errorf("%w: %q", locker.ErrLocked, key)
+	}
+	ls, err := lease.New(l.set, lease.Config{
+		Key: key, Owner: o.Owner, Fence: uint64(res[1]),
+		TTL: o.TTL, KeepAlive: o.KeepAlive, Start: start,
+		Ops: &hold{l: l, key: key, owner: o.Owner, ttl: ttl},
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return ls, 0, nil
+}
+
+// Close ends waiting Lock calls, releases held leases best-effort and
+// closes the subscription (and the client, if Open made it).
+func (l *Locker) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := l.set.Close(ctx); err != nil {
+		return err
+	}
+	err := l.sub.close()
+	if l.cfg.closeClient {
+		err = errors.Join(err, l.client.Close())
+	}
+	return err
+}
+
+// hold is one lease's owner-checked backend calls.
+type hold struct {
+	l          *Locker
+	key, owner string
+	ttl        int64 // ms
+}
+
+func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
+	ok, err := refreshScript.Run(ctx, h.l.client, []string{h.l.lockKey(h.key)}, h.owner, h.ttl).Int()
+	if err != nil {
+		return 0, backendErr(ctx, err)
+	}
+	if ok == 0 {
+		return 0, locker.ErrNotHeld
+	}
+	return time.Duration(h.ttl) * time.Millisecond, nil
+}
+
+func (h *hold) Release(ctx context.Context) error {
+	ok, err := releaseScript.Run(ctx, h.l.client, []string{h.l.lockKey(h.key)}, h.owner, rand.Text(), h.l.channel(h.key)).Int()
+	if err != nil {
+		return backendErr(ctx, err)
+	}
+	if ok == 0 {
+		return locker.ErrNotHeld
+	}
+	return nil
+}
+
+// backendErr marks a failed call as ErrUnavailable unless ctx ended it.
+func backendErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("locker/redis: %w", ctx.Err())
+	}
+	if strings.HasPrefix(err.Error(), "NOSCRIPT") || errors.Is(err, goredis.Nil) {
+		return fmt.Errorf("locker/redis: %w", err)
+	}
+	return locker.Unavailable(fmt.Errorf("locker/redis: %w", err))
+}

@@ -1,0 +1,82 @@
+package redis_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/locker-go/locker"
+	lockredis "github.com/locker-go/locker/adapters/redis"
+	"github.com/locker-go/locker/conformance"
+	"github.com/locker-go/locker/internal/faultproxy"
+	"github.com/locker-go/locker/internal/testenv"
+)
+
+const prefix = "locker-test:"
+
+func init() { goredis.SetLogger(quiet{}) } // crashed clients' redial noise
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+// harness gives each Locker its own client, dialled through a proxy that
+// Crash cuts: the holder vanishes without releasing anything. Benchmarks
+// dial directly (proxied false), to compare with a direct round trip.
+func harness(t testing.TB, proxied bool) conformance.Harness {
+	u := testenv.URL(t, "LOCKER_TEST_REDIS")
+	opt, err := goredis.ParseURL(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := goredis.NewClient(opt)
+	t.Cleanup(func() { admin.Close() })
+	var proxies sync.Map // locker.Locker -> *faultproxy.Proxy
+	return conformance.Harness{
+		NewLocker: func(t testing.TB) locker.Locker {
+			o := *opt
+			o.DialTimeout = time.Second
+			var p *faultproxy.Proxy
+			if proxied {
+				var err error
+				if p, err = faultproxy.New(opt.Addr); err != nil {
+					t.Fatal(err)
+				}
+				o.Addr = p.Addr()
+				t.Cleanup(func() { p.Close() })
+			}
+			client := goredis.NewClient(&o)
+			l, err := lockredis.New(client, lockredis.WithPrefix(prefix))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Close(); client.Close() })
+			proxies.Store(l, p)
+			return l
+		},
+		Crash: func(t testing.TB, l locker.Locker) {
+			p, _ := proxies.Load(l)
+			p.(*faultproxy.Proxy).Cut()
+		},
+		Count: func(t testing.TB, keyPrefix string) int {
+			keys, err := admin.Keys(context.Background(), lockredis.GlobEscape(prefix+"lock:"+keyPrefix)+"*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(keys)
+		},
+		TTL:       time.Second,
+		RoundTrip: func(ctx context.Context) error { return admin.Ping(ctx).Err() },
+	}
+}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, harness(t, true))
+}
+
+func BenchmarkConformance(b *testing.B) {
+	conformance.Bench(b, harness(b, false))
+}
