@@ -124,7 +124,7 @@ func (l *Locker) attempt(ctx context.Context, key string, o locker.Options) (loc
 	}
 	if res[0] == 0 {
 		retry := time.Duration(res[1]) * time.Millisecond // 0: expiring now
-		if res[1] == -1 { // a key without expiry: not ours; look again after our TTL
+		if res[1] == -1 {                                 // a key without expiry: not ours; look again after our TTL
 			retry = o.TTL
 		}
 		return nil, retry, fmt.Errorf("%w: %q", locker.ErrLocked, key)
