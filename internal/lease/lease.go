@@ -50,6 +50,8 @@ type Lease struct {
 	done chan struct{}
 	kick chan struct{} // re-arms the timer loop after a manual Refresh
 
+	unlockMu sync.Mutex // one Release per lease, however many Unlock calls race
+
 	mu       sync.Mutex
 	deadline time.Time
 	err      error
@@ -140,6 +142,8 @@ func (l *Lease) Unlock(ctx context.Context) error {
 }
 
 func (l *Lease) unlock(ctx context.Context) error {
+	l.unlockMu.Lock()
+	defer l.unlockMu.Unlock()
 	if l.Err() != nil {
 		return locker.ErrNotHeld
 	}

@@ -1,0 +1,94 @@
+package locker_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/locker-go/locker"
+	_ "github.com/locker-go/locker/adapters/sql" // registers sqlite://, postgres://
+)
+
+// The embedded SQLite backend needs no server; any other URL works the same.
+// It returns the URL and a func that removes the database.
+func exampleURL() (string, func()) {
+	dir, err := os.MkdirTemp("", "locker-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	return "sqlite://" + filepath.Join(dir, "locks.db"), func() { os.RemoveAll(dir) }
+}
+
+func Example() {
+	ctx := context.Background()
+	url, remove := exampleURL()
+	defer remove()
+	l, err := locker.Open(ctx, url)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+
+	lease, err := l.Lock(ctx, "reports/daily", locker.WithTTL(30*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("holding", lease.Key())
+
+	// Another owner is refused while we hold it.
+	if _, err := l.TryLock(ctx, "reports/daily"); err != nil {
+		fmt.Println("TryLock:", err)
+	}
+	if err := lease.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("released:", lease.Err())
+	// Output:
+	// holding reports/daily
+	// TryLock: locker: key is locked by another owner: "reports/daily"
+	// released: locker: lease is not held
+}
+
+func ExampleDo() {
+	ctx := context.Background()
+	url, remove := exampleURL()
+	defer remove()
+	l, err := locker.Open(ctx, url)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+
+	err = locker.Do(ctx, l, "migrations", func(ctx context.Context) error {
+		// ctx ends if the lease is lost, so the work stops with it.
+		fmt.Println("migrating under the lock")
+		return nil
+	})
+	fmt.Println("done:", err)
+	// Output:
+	// migrating under the lock
+	// done: <nil>
+}
+
+func ExampleLease_Fence() {
+	ctx := context.Background()
+	url, remove := exampleURL()
+	defer remove()
+	l, err := locker.Open(ctx, url)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+
+	first, _ := l.Lock(ctx, "ledger")
+	_ = first.Unlock(ctx)
+	second, _ := l.Lock(ctx, "ledger")
+	defer second.Unlock(ctx)
+	// A storage layer that remembers the highest fence it has seen rejects
+	// writes from the first holder from now on.
+	fmt.Println(second.Fence() > first.Fence())
+	// Output: true
+}
