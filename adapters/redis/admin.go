@@ -20,9 +20,11 @@ func (l *Locker) Status(ctx context.Context, key string) (locker.LockInfo, error
 	if err := l.adminCheck(key); err != nil {
 		return locker.LockInfo{}, err
 	}
+	k := l.keys(key)
 	pipe := l.client.Pipeline()
-	get := pipe.Get(ctx, l.lockKey(key))
-	pttl := pipe.PTTL(ctx, l.lockKey(key))
+	get := pipe.Get(ctx, k[0])
+	pttl := pipe.PTTL(ctx, k[0])
+	waiters := pipe.ZCard(ctx, k[1])
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 		return locker.LockInfo{}, backendErr(ctx, err)
 	}
@@ -30,7 +32,9 @@ func (l *Locker) Status(ctx context.Context, key string) (locker.LockInfo, error
 	if errors.Is(err, goredis.Nil) {
 		return locker.LockInfo{}, fmt.Errorf("%w: %q is free", locker.ErrNotHeld, key)
 	}
-	return parseInfo(key, v, pttl.Val())
+	info, err := parseInfo(key, v, pttl.Val())
+	info.Waiters = int(waiters.Val())
+	return info, err
 }
 
 // List returns the held locks whose keys begin with prefix, sorted by key.
@@ -82,7 +86,7 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) error {
 	if err := l.adminCheck(key); err != nil {
 		return err
 	}
-	n, err := forceScript.Run(ctx, l.client, []string{l.lockKey(key)}, l.channel(key)).Int()
+	n, err := forceScript.Run(ctx, l.client, l.keys(key), l.channel(key)).Int()
 	if err != nil {
 		return backendErr(ctx, err)
 	}

@@ -5,9 +5,15 @@
 // taken from a per-namespace INCR in the same script; re-entry by a stable
 // owner bumps a hold count in the value. Release and refresh are scripts
 // that check the owner first, so nobody but the owner ever releases a lock.
-// The release script publishes on the key's channel; waiters subscribe to
-// it (one subscription per key per Locker) and fall back to the holder's
-// remaining PTTL should a message be lost, so there is no polling.
+// Waiters queue in arrival order (a sorted set per key) and a free key goes
+// to the first live one, so Lock is fair (FIFO) and a releasing client
+// cannot barge ahead of those already waiting. The release script publishes
+// the next waiter's token on the key's channel; waiters subscribe to it (one
+// subscription per key per Locker) and only the named one wakes. Should a
+// message be lost, a waiter looks again when the holder's PTTL runs out,
+// or after a third of its own TTL, which is also how it keeps its place:
+// a crashed waiter's place lapses after its TTL, as a crashed holder's
+// lease does. TryLock never queues and fails while others wait.
 //
 // The fence counter lives at prefix+"fence". With a Cluster client, choose
 // a prefix with a hash tag, e.g. "{locker}:", so that the lock keys and the
@@ -81,10 +87,17 @@ func New(client goredis.UniversalClient, opts ...Option) (locker.Locker, error) 
 }
 
 func (l *Locker) lockKey(key string) string { return l.cfg.prefix + "lock:" + key }
+
+// keys are the lock's keys in the order the scripts take them.
+func (l *Locker) keys(key string) []string {
+	return []string{l.lockKey(key), l.cfg.prefix + "queue:" + key, l.cfg.prefix + "qexp:" + key}
+}
 func (l *Locker) channel(key string) string { return l.cfg.prefix + "released:" + key }
 func (l *Locker) fenceKey() string          { return l.cfg.prefix + "fence" }
 
-// Lock blocks until key is held, woken by the holder's release message.
+// Lock blocks until key is held. It queues behind earlier waiters and
+// sleeps until the release message names it, or until the holder's lease
+// or the first waiter's place lapses.
 func (l *Locker) Lock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
 	o, err := l.begin(key, opts)
 	if err != nil {
@@ -92,9 +105,24 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...locker.Option) (l
 	}
 	ctx, stop := l.set.Context(ctx)
 	defer stop()
-	return wait.Until(ctx, key,
-		func(ctx context.Context) (locker.Lease, time.Duration, error) { return l.attempt(ctx, key, o) },
-		func(ctx context.Context) (<-chan struct{}, func(), error) { return l.sub.hub.Subscribe(ctx, key) })
+	token := rand.Text()
+	lease, err := wait.Until(ctx, key,
+		func(ctx context.Context) (locker.Lease, time.Duration, error) {
+			lease, retry, err := l.attempt(ctx, key, token, o)
+			// Look again within TTL/3 at the latest: that keeps our place.
+			return lease, min(retry, o.TTL/3), err
+		},
+		func(ctx context.Context) (<-chan struct{}, func(), error) {
+			return l.sub.hub.SubscribeTagged(ctx, key, token)
+		})
+	if err != nil {
+		// Leave the queue, whatever ended the wait, so no place of ours
+		// holds up the next owner. ctx may be over: use a fresh one.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = abandonScript.Run(actx, l.client, l.keys(key), token, l.channel(key)).Err()
+	}
+	return lease, err
 }
 
 // TryLock makes one attempt; ErrLocked if another owner holds key.
@@ -103,7 +131,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...locker.Option)
 	if err != nil {
 		return nil, err
 	}
-	lease, _, err := l.attempt(ctx, key, o)
+	lease, _, err := l.attempt(ctx, key, "", o)
 	return lease, err
 }
 
@@ -114,11 +142,13 @@ func (l *Locker) begin(key string, opts []locker.Option) (locker.Options, error)
 	return locker.Resolve(key, opts...)
 }
 
-// attempt runs the acquire script once.
-func (l *Locker) attempt(ctx context.Context, key string, o locker.Options) (locker.Lease, time.Duration, error) {
+// attempt runs the acquire script once. A waiter passes its token, which
+// queues it; TryLock passes "" and never queues.
+func (l *Locker) attempt(ctx context.Context, key, token string, o locker.Options) (locker.Lease, time.Duration, error) {
 	start := time.Now()
 	ttl := max(o.TTL.Milliseconds(), 1)
-	res, err := acquireScript.Run(ctx, l.client, []string{l.lockKey(key), l.fenceKey()}, o.Owner, ttl, rand.Text()).Int64Slice()
+	k := l.keys(key)
+	res, err := acquireScript.Run(ctx, l.client, []string{k[0], l.fenceKey(), k[1], k[2]}, o.Owner, ttl, rand.Text(), token).Int64Slice()
 	if err != nil {
 		return nil, 0, backendErr(ctx, err)
 	}
@@ -174,7 +204,7 @@ func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 }
 
 func (h *hold) Release(ctx context.Context) error {
-	ok, err := releaseScript.Run(ctx, h.l.client, []string{h.l.lockKey(h.key)}, h.owner, rand.Text(), h.l.channel(h.key)).Int()
+	ok, err := releaseScript.Run(ctx, h.l.client, h.l.keys(h.key), h.owner, rand.Text(), h.l.channel(h.key)).Int()
 	if err != nil {
 		return backendErr(ctx, err)
 	}

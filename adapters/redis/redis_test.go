@@ -61,13 +61,24 @@ func harness(t testing.TB, proxied bool) conformance.Harness {
 			p, _ := proxies.Load(l)
 			p.(*faultproxy.Proxy).Cut()
 		},
+		// Count is held locks plus queued waiters.
 		Count: func(t testing.TB, keyPrefix string) int {
-			keys, err := admin.Keys(context.Background(), lockredis.GlobEscape(prefix+"lock:"+keyPrefix)+"*").Result()
+			ctx := context.Background()
+			locks, err := admin.Keys(ctx, lockredis.GlobEscape(prefix+"lock:"+keyPrefix)+"*").Result()
 			if err != nil {
 				t.Fatal(err)
 			}
-			return len(keys)
+			queues, err := admin.Keys(ctx, lockredis.GlobEscape(prefix+"queue:"+keyPrefix)+"*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := len(locks)
+			for _, q := range queues {
+				n += int(admin.ZCard(ctx, q).Val())
+			}
+			return n
 		},
+		FIFO:      true,
 		TTL:       time.Second,
 		RoundTrip: func(ctx context.Context) error { return admin.Ping(ctx).Err() },
 	}
