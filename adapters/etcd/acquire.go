@@ -1,0 +1,262 @@
+package etcd
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/lease"
+)
+
+// errRequeue: this attempt's entry is gone (its etcd lease lapsed, or the
+// holder it re-entered changed); start over with a new entry.
+var errRequeue = errors.New("locker/etcd: queue entry lost; retrying")
+
+// Lock implements locker.Locker: it queues an entry and waits for the
+// deletion of its immediate predecessor only.
+func (l *Locker) Lock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
+	return l.acquire(ctx, key, false, opts)
+}
+
+// TryLock implements locker.Locker: one txn creates the entry only if the
+// key's queue is empty, so a refused attempt leaves nothing behind.
+func (l *Locker) TryLock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
+	return l.acquire(ctx, key, true, opts)
+}
+
+func (l *Locker) acquire(ctx context.Context, key string, try bool, opts []locker.Option) (locker.Lease, error) {
+	if l.set.Closed() {
+		return nil, locker.ErrClosed
+	}
+	o, err := locker.Resolve(key, opts...)
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := l.set.Context(ctx)
+	defer stop()
+	l.sweep(ctx)
+	for {
+		lease, err := l.attempt(ctx, key, o, try)
+		if !errors.Is(err, errRequeue) {
+			return lease, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, l.fail(ctx, key, err)
+		}
+	}
+}
+
+// entry is one queue entry of this Locker: a holder or a waiter.
+type entry struct {
+	l     *Locker
+	key   string // the user's key
+	name  string // the etcd key: prefix + escape(key) + "/" + random
+	owner string
+	ttl   time.Duration
+	keep  bool
+	lease *etcdLease
+}
+
+func (l *Locker) attempt(ctx context.Context, key string, o locker.Options, try bool) (locker.Lease, error) {
+	start := time.Now() // a dedicated lease's TTL runs from its Grant, after this
+	el, err := l.leaseFor(ctx, o.TTL, o.KeepAlive)
+	if err != nil {
+		return nil, l.fail(ctx, key, err)
+	}
+	q := l.queue(key)
+	en := &entry{l: l, key: key, name: q + rand.Text(), owner: o.Owner, ttl: o.TTL, keep: o.KeepAlive, lease: el}
+	put := clientv3.OpPut(en.name, record{Owner: o.Owner, Holds: 1}.encode(), clientv3.WithLease(el.id))
+
+	if try || o.StableOwner {
+		// Only into an empty queue; else learn the holder, for re-entry.
+		resp, err := en.txn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(q), "=", 0).WithPrefix()},
+			[]clientv3.Op{put}, []clientv3.Op{clientv3.OpGet(q, append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...)})
+		if err != nil {
+			return nil, err
+		}
+		if resp.Succeeded {
+			return en.hold(ctx, resp.Header.Revision, start)
+		}
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if o.StableOwner && len(kvs) == 1 {
+			if rec, err := decodeRecord(kvs[0].Value); err == nil && rec.Owner == o.Owner {
+				en.discard(ctx) // a dedicated lease we turn out not to need
+				return l.reenter(ctx, key, o, kvs[0], rec)
+			}
+		}
+		if try {
+			en.discard(ctx)
+			return nil, locker.ErrLocked
+		}
+	}
+
+	// Queue up, learning the last entry before mine in the same txn.
+	resp, err := en.txn(ctx, nil, []clientv3.Op{
+		clientv3.OpGet(q, append(clientv3.WithLastCreate(), clientv3.WithPrefix(), clientv3.WithKeysOnly())...),
+		put,
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	mine := resp.Header.Revision
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return en.hold(ctx, mine, start)
+	}
+	if err := en.waitTurn(ctx, mine, kvs[0], mine); err != nil {
+		if !errors.Is(err, errRequeue) {
+			en.abandon(ctx)
+		}
+		return nil, err
+	}
+	return en.hold(ctx, mine, time.Now())
+}
+
+// txn runs the txn that may create en's entry. On a failure that leaves it
+// unknown whether the entry was created, the entry is deleted (or left to
+// the next sweep), so that it cannot block the key.
+func (en *entry) txn(ctx context.Context, cmp []clientv3.Cmp, then, els []clientv3.Op) (*clientv3.TxnResponse, error) {
+	rctx, cancel := en.l.rpc(ctx)
+	defer cancel()
+	resp, err := en.l.client.Txn(rctx).If(cmp...).Then(then...).Else(els...).Commit()
+	switch {
+	case err == nil:
+		return resp, nil
+	case errors.Is(err, rpctypes.ErrLeaseNotFound): // refused: nothing was written
+		if !en.lease.dedicated {
+			en.l.forget(en.lease)
+		}
+		return nil, errRequeue
+	}
+	en.abandon(ctx)
+	return nil, en.l.fail(ctx, en.key, err)
+}
+
+// hold turns en, now the lowest entry with create revision fence, into a
+// Lease. The etcd lease is first made known to outlive the lease's first
+// deadline by a good margin, and Deadline is never later than that.
+func (en *entry) hold(ctx context.Context, fence int64, start time.Time) (locker.Lease, error) {
+	need := en.ttl * 2 / 3
+	if !en.keep {
+		need = en.ttl // nobody will renew it: give it its whole TTL
+	}
+	if en.lease.expires().Sub(start) >= need {
+		return en.l.newLease(en.key, en.name, en.owner, fence, en.ttl, en.keep, en.lease, start)
+	}
+	if err := en.lease.ensure(ctx, need); err != nil {
+		if errors.Is(err, errLeaseGone) {
+			return nil, errRequeue
+		}
+		en.abandon(ctx)
+		return nil, en.l.fail(ctx, en.key, err)
+	}
+	return en.l.newLease(en.key, en.name, en.owner, fence, en.ttl, en.keep, en.lease, start)
+}
+
+func (l *Locker) newLease(key, name, owner string, fence int64, ttl time.Duration, keep bool, el *etcdLease, start time.Time) (locker.Lease, error) {
+	ops := &holdOps{l: l, key: key, name: name, owner: owner, fence: fence, ttl: ttl, lease: el}
+	return lease.New(l.set, lease.Config{
+		Key: key, Owner: owner, Fence: uint64(fence), TTL: ttl, KeepAlive: keep,
+		Start: start, Validity: min(ttl, el.expires().Sub(start)), Ops: ops,
+	})
+}
+
+// reenter adds one hold to the entry kv of the same owner, keeping its
+// fence. The write is guarded by the entry's mod revision.
+func (l *Locker) reenter(ctx context.Context, key string, o locker.Options, kv *mvccpb.KeyValue, rec record) (locker.Lease, error) {
+	start := time.Now()
+	name := string(kv.Key)
+	rec.Holds++
+	rctx, cancel := l.rpc(ctx)
+	resp, err := l.client.Txn(rctx).
+		If(clientv3.Compare(clientv3.ModRevision(name), "=", kv.ModRevision)).
+		Then(clientv3.OpPut(name, rec.encode(), clientv3.WithIgnoreLease())).Commit()
+	cancel()
+	if err != nil {
+		return nil, l.fail(ctx, key, err)
+	}
+	if !resp.Succeeded {
+		return nil, errRequeue // the entry changed meanwhile: look again
+	}
+	// The entry stays on its own etcd lease, possibly another Locker's.
+	el := l.sharedByID(clientv3.LeaseID(kv.Lease))
+	if el == nil {
+		el = &etcdLease{l: l, id: clientv3.LeaseID(kv.Lease)}
+	}
+	lease, err := (&entry{l: l, key: key, name: name, owner: o.Owner, ttl: o.TTL, keep: o.KeepAlive, lease: el}).
+		holdReentered(ctx, kv.CreateRevision, start)
+	return lease, err
+}
+
+func (en *entry) holdReentered(ctx context.Context, fence int64, start time.Time) (locker.Lease, error) {
+	if err := en.lease.ensure(ctx, en.ttl*2/3); err != nil {
+		ops := &holdOps{l: en.l, key: en.key, name: en.name, owner: en.owner, fence: fence, lease: en.lease}
+		_ = ops.Release(context.WithoutCancel(ctx)) // take our hold back
+		if errors.Is(err, errLeaseGone) {
+			return nil, errRequeue
+		}
+		return nil, en.l.fail(ctx, en.key, err)
+	}
+	return en.l.newLease(en.key, en.name, en.owner, fence, en.ttl, en.keep, en.lease, start)
+}
+
+func (l *Locker) sharedByID(id clientv3.LeaseID) *etcdLease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range l.shared {
+		if e.id == id {
+			return e
+		}
+	}
+	return nil
+}
+
+// discard drops a dedicated lease granted for an entry that was not created.
+func (en *entry) discard(ctx context.Context) {
+	if en.lease.dedicated {
+		en.lease.revoke(context.WithoutCancel(ctx))
+	}
+}
+
+// abandon deletes en's entry, in a ctx of its own since the caller's may
+// have ended. If that fails too, the next Lock or TryLock retries it.
+func (en *entry) abandon(ctx context.Context) {
+	ctx = context.WithoutCancel(ctx)
+	if en.lease.dedicated {
+		en.lease.revoke(ctx) // takes the entry with it
+	}
+	rctx, cancel := en.l.rpc(ctx)
+	defer cancel()
+	if _, err := en.l.client.Delete(rctx, en.name); err != nil {
+		en.l.mu.Lock()
+		en.l.orphans[en.name] = struct{}{}
+		en.l.mu.Unlock()
+	}
+}
+
+// sweep retries the deletion of entries whose fate was left unknown.
+func (l *Locker) sweep(ctx context.Context) {
+	l.mu.Lock()
+	names := make([]string, 0, len(l.orphans))
+	for n := range l.orphans {
+		names = append(names, n)
+	}
+	l.mu.Unlock()
+	for _, n := range names {
+		rctx, cancel := l.rpc(ctx)
+		_, err := l.client.Delete(rctx, n)
+		cancel()
+		if err != nil {
+			return
+		}
+		l.mu.Lock()
+		delete(l.orphans, n)
+		l.mu.Unlock()
+	}
+}

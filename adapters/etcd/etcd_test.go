@@ -1,0 +1,116 @@
+package etcd_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/adapters/etcd"
+	"github.com/locker-go/locker/conformance"
+	"github.com/locker-go/locker/internal/faultproxy"
+	"github.com/locker-go/locker/internal/testenv"
+)
+
+// backend is the test etcd: its first endpoint and the key namespace.
+type backend struct {
+	addr   string
+	prefix string
+}
+
+func testBackend(t testing.TB) backend {
+	u := testenv.URL(t, "LOCKER_TEST_ETCD")
+	p := u.Path
+	if p == "" || p == "/" {
+		p = etcd.DefaultPrefix
+	}
+	if !strings.HasSuffix(p, "/") {
+		p += "/"
+	}
+	return backend{addr: strings.Split(u.Host, ",")[0], prefix: p}
+}
+
+// client connects to addr quietly and is closed when the test ends.
+func client(t testing.TB, addr string) *clientv3.Client {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints: []string{addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// escape mirrors the adapter's key escaping, to count a prefix's entries.
+var escape = strings.NewReplacer("%", "%25", "/", "%2F").Replace
+
+// harness drives the test etcd. With proxied, each Locker's client goes
+// through a proxy that Crash cuts; benchmarks connect directly, so that a
+// lock's cost and the plain round trip are measured over the same path.
+func harness(t testing.TB, proxied bool) conformance.Harness {
+	b := testBackend(t)
+	direct := client(t, b.addr)
+	var proxies sync.Map // locker.Locker -> *faultproxy.Proxy
+	return conformance.Harness{
+		NewLocker: func(t testing.TB) locker.Locker {
+			addr := b.addr
+			var p *faultproxy.Proxy
+			if proxied {
+				var err error
+				if p, err = faultproxy.New(b.addr); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { p.Close() })
+				addr = p.Addr()
+			}
+			l, err := etcd.New(client(t, addr), etcd.WithPrefix(b.prefix), etcd.WithRequestTimeout(2*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p != nil {
+				proxies.Store(l, p)
+			}
+			return l
+		},
+		Crash: func(t testing.TB, l locker.Locker) {
+			p, ok := proxies.Load(l)
+			if !ok {
+				t.Fatal("Crash: not a Locker of this harness")
+			}
+			p.(*faultproxy.Proxy).Cut()
+		},
+		Count: func(t testing.TB, prefix string) int {
+			resp, err := direct.Get(context.Background(), b.prefix+escape(prefix), clientv3.WithPrefix(), clientv3.WithCountOnly())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return int(resp.Count)
+		},
+		FIFO: true,
+		TTL:  2 * time.Second, // etcd's least lease TTL with default election settings
+		RoundTrip: func(ctx context.Context) error {
+			_, err := direct.Get(ctx, b.prefix+"rtt")
+			return err
+		},
+	}
+}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, harness(t, true))
+}
+
+func BenchmarkConformance(b *testing.B) {
+	conformance.Bench(b, harness(b, false))
+}
+
+// testBackendURL is the test etcd's URL as a string, for locker.Open.
+func testBackendURL(t testing.TB) string {
+	return testenv.URL(t, "LOCKER_TEST_ETCD").String()
+}

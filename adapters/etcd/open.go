@@ -1,0 +1,202 @@
+package etcd
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/locker-go/locker"
+)
+
+func init() {
+	locker.Register("etcd", Open)
+	locker.Register("etcds", Open)
+}
+
+// DefaultPort is used for a host given without a port.
+const DefaultPort = "2379"
+
+// Open connects to the etcd cluster a URL names, for locker.Open:
+//
+//	etcd://[user:password@]host[:port][,host[:port]...][/prefix][?param=value...]
+//	etcds://...   the same over TLS
+//
+// The path is the key namespace (default /locker/). Parameters:
+//
+//	tls=true       use TLS (implied by etcds)
+//	ca=FILE        PEM CA bundle to verify the servers (default: system roots)
+//	cert=FILE, key=FILE  client certificate and key (both or neither)
+//	timeout=5s     per-call timeout (also the dial timeout)
+//
+// The returned Locker owns its client and closes it in Close.
+func Open(ctx context.Context, u *url.URL) (locker.Locker, error) {
+	cfg, opts, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	client, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, locker.Unavailable(fmt.Errorf("locker/etcd: connect to %s: %w", redacted(u), err))
+	}
+	l, err := newLocker(client, append(opts, WithCloseClient())...)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	// The client connects lazily: make one linearizable read to know the
+	// cluster answers.
+	rctx, cancel := l.rpc(ctx)
+	defer cancel()
+	if _, err := client.Get(rctx, l.prefix); err != nil {
+		client.Close()
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("locker/etcd: connect to %s: %w", redacted(u), ctx.Err())
+		}
+		return nil, locker.Unavailable(fmt.Errorf("locker/etcd: connect to %s: %w", redacted(u), err))
+	}
+	return l, nil
+}
+
+// parseURL turns an etcd URL into a client config and Locker options. Its
+// errors wrap locker.ErrInvalidURL and never show the password.
+func parseURL(u *url.URL) (clientv3.Config, []Option, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", locker.ErrInvalidURL, redacted(u), fmt.Sprintf(format, args...))
+	}
+	var cfg clientv3.Config
+	scheme := strings.ToLower(u.Scheme)
+	if scheme != "etcd" && scheme != "etcds" {
+		return cfg, nil, bad("scheme %q is not etcd or etcds", u.Scheme)
+	}
+	if u.Opaque != "" || u.Host == "" {
+		return cfg, nil, bad("no host: want etcd://host:port[,host:port]/prefix")
+	}
+	for _, h := range strings.Split(u.Host, ",") {
+		ep, err := endpoint(h)
+		if err != nil {
+			return cfg, nil, bad("%v", err)
+		}
+		cfg.Endpoints = append(cfg.Endpoints, ep)
+	}
+	if u.User != nil {
+		cfg.Username = u.User.Username()
+		cfg.Password, _ = u.User.Password()
+		if cfg.Username == "" {
+			return cfg, nil, bad("a password needs a user name")
+		}
+	}
+	timeout := DefaultRequestTimeout
+	useTLS := scheme == "etcds"
+	var ca, cert, key string
+	for name, vals := range u.Query() {
+		if len(vals) != 1 {
+			return cfg, nil, bad("parameter %q given %d times", name, len(vals))
+		}
+		v := vals[0]
+		switch name {
+		case "tls":
+			b, err := strconv.ParseBool(v)
+			if err != nil || (scheme == "etcds" && !b) {
+				return cfg, nil, bad("tls=%q: want true or false (etcds is always TLS)", v)
+			}
+			useTLS = b
+		case "ca":
+			ca = v
+		case "cert":
+			cert = v
+		case "key":
+			key = v
+		case "timeout":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return cfg, nil, bad("timeout=%q: want a positive duration such as 5s", v)
+			}
+			timeout = d
+		default:
+			return cfg, nil, bad("unknown parameter %q (known: tls, ca, cert, key, timeout)", name)
+		}
+	}
+	if (cert == "") != (key == "") {
+		return cfg, nil, bad("cert and key go together")
+	}
+	if !useTLS && (ca != "" || cert != "") {
+		return cfg, nil, bad("ca, cert and key need tls=true or etcds://")
+	}
+	if useTLS {
+		tc, err := tlsConfig(ca, cert, key)
+		if err != nil {
+			return cfg, nil, bad("%v", err)
+		}
+		cfg.TLS = tc
+	}
+	cfg.DialTimeout = timeout
+	cfg.Logger = zap.NewNop() // the client's own logging is noise to a library user
+	opts := []Option{WithRequestTimeout(timeout)}
+	if p := u.Path; p != "" && p != "/" {
+		opts = append(opts, WithPrefix(p))
+	}
+	return cfg, opts, nil
+}
+
+// redacted shows u without its password. An opaque URL (etcd:user:pw@h)
+// is not shown at all: url.Redacted leaves its opaque part as it is.
+func redacted(u *url.URL) string {
+	if u.Opaque != "" {
+		return u.Scheme + ":(opaque)"
+	}
+	return u.Redacted()
+}
+
+// endpoint checks one host[:port] of the URL and adds the default port.
+func endpoint(h string) (string, error) {
+	if h == "" {
+		return "", errors.New("empty host in the host list")
+	}
+	host, port, err := net.SplitHostPort(h)
+	if err != nil {
+		host, port = strings.Trim(h, "[]"), DefaultPort
+		if strings.ContainsAny(host, "[]") || (strings.Contains(host, ":") && !strings.HasPrefix(h, "[")) {
+			return "", fmt.Errorf("host %q: %v", h, err)
+		}
+	}
+	if host == "" {
+		return "", fmt.Errorf("host %q has no host name", h)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("host %q: port %q is not in 1-65535", h, port)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+func tlsConfig(ca, cert, key string) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("ca: %v", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ca: %s holds no PEM certificate", ca)
+		}
+	}
+	if cert != "" {
+		c, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("cert/key: %v", err)
+		}
+		tc.Certificates = []tls.Certificate{c}
+	}
+	return tc, nil
+}

@@ -1,0 +1,127 @@
+package etcd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// waitTurn waits until en's entry (create revision mine) is the lowest of
+// its queue. pred is the entry just before it, as read at revision readRev.
+//
+// It watches pred alone (no herd), from the current revision: a watch from
+// readRev+1 goes through etcd's unsynced-watcher path (delivered every
+// 100 ms) as soon as any write lands between the read and the watch, which
+// under contention is the common case. Instead the watch starts at the
+// server's current revision, and if its creation reports a revision past
+// readRev, one read covers the gap. After pred goes, a read confirms that
+// my entry, and so my etcd lease, are still alive (etcd issue 11456) and
+// finds whether an earlier entry remains.
+//
+// Meanwhile it keeps en's etcd lease alive, since a wait can outlast it.
+func (en *entry) waitTurn(ctx context.Context, mine int64, pred *mvccpb.KeyValue, readRev int64) error {
+	tick := time.NewTicker(max(en.lease.granted/3, 100*time.Millisecond))
+	defer tick.Stop()
+	for {
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wch := en.l.client.Watch(wctx, string(pred.Key), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
+		next, rev, err := en.watch(ctx, mine, pred, readRev, wch, tick.C)
+		cancel()
+		if err != nil || next == nil {
+			return err
+		}
+		pred, readRev = next, rev
+	}
+}
+
+// watch waits on one watch of pred. It returns nil, 0, nil when en holds the
+// key, or the new predecessor when the watch must move to it.
+func (en *entry) watch(ctx context.Context, mine int64, pred *mvccpb.KeyValue, readRev int64,
+	wch clientv3.WatchChan, tick <-chan time.Time) (*mvccpb.KeyValue, int64, error) {
+	for {
+		var (
+			look, broken bool
+			at           int64 // a revision this member has applied: read there
+		)
+		select {
+		case <-ctx.Done():
+			return nil, 0, en.l.fail(ctx, en.key, ctx.Err())
+		case <-tick:
+			if err := en.lease.ensure(ctx, en.lease.granted*2/3); errors.Is(err, errLeaseGone) {
+				return nil, 0, errRequeue
+			}
+			continue // a failed keep-alive is retried at the next tick
+		case resp, ok := <-wch:
+			switch {
+			case !ok || resp.Canceled || resp.Err() != nil:
+				look, broken = true, true
+			case resp.Created:
+				look, at = resp.Header.Revision > readRev, resp.Header.Revision
+			}
+			for _, ev := range resp.Events {
+				if ev.Type == mvccpb.DELETE {
+					look, at = true, ev.Kv.ModRevision
+				}
+			}
+		}
+		if !look {
+			continue
+		}
+		next, rev, err := en.check(ctx, mine, at)
+		switch {
+		case err != nil:
+			return nil, 0, err
+		case next == nil:
+			return nil, 0, nil
+		case broken || !bytes.Equal(next.Key, pred.Key) || next.CreateRevision != pred.CreateRevision:
+			return next, rev, nil
+		}
+		readRev = rev // same predecessor, and this watch covers everything after rev
+	}
+}
+
+// check reads, in one revision, my entry and the last entry before it. It
+// returns errRequeue if my entry is gone or no longer on my etcd lease.
+//
+// With at > 0 (the revision of the watch event, which the member serving
+// the watch has applied) it reads at that revision without a quorum round:
+// if my entry is the lowest and alive there, it holds the key from then on,
+// as entries are only ever added after it and its etcd lease is known to
+// live (ensure). Should that member not be the one answering the read, or
+// the revision be compacted, it falls back to a linearizable read.
+func (en *entry) check(ctx context.Context, mine, at int64) (*mvccpb.KeyValue, int64, error) {
+	q := en.l.queue(en.key)
+	var opts []clientv3.OpOption
+	if at > 0 {
+		opts = []clientv3.OpOption{clientv3.WithRev(at), clientv3.WithSerializable()}
+	}
+	rctx, cancel := en.l.rpc(ctx)
+	resp, err := en.l.client.Txn(rctx).Then(
+		clientv3.OpGet(en.name, opts...),
+		clientv3.OpGet(q, append(append(clientv3.WithLastCreate(), clientv3.WithPrefix(),
+			clientv3.WithMaxCreateRev(mine-1), clientv3.WithKeysOnly()), opts...)...),
+	).Commit()
+	cancel()
+	if err != nil && at > 0 && ctx.Err() == nil {
+		return en.check(ctx, mine, 0)
+	}
+	if err != nil {
+		return nil, 0, en.l.fail(ctx, en.key, err)
+	}
+	me := resp.Responses[0].GetResponseRange().Kvs
+	if len(me) == 0 || me[0].CreateRevision != mine || me[0].Lease != int64(en.lease.id) {
+		return nil, 0, errRequeue
+	}
+	if before := resp.Responses[1].GetResponseRange().Kvs; len(before) > 0 {
+		rev := resp.Header.Revision
+		if at > 0 {
+			rev = at // what the read saw
+		}
+		return before[0], rev, nil
+	}
+	return nil, 0, nil
+}
