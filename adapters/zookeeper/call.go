@@ -1,0 +1,61 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/locker-go/locker"
+)
+
+// call runs fn, a go-zookeeper call (they take no context), and returns its
+// result, or ctx's error as soon as ctx ends. The call itself then finishes
+// in the background; callers that created something clean it up.
+func call[T any](ctx context.Context, fn func() (T, error)) (T, error) {
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := fn()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+// backendErr wraps a failed ZooKeeper call: connection and session failures
+// match locker.ErrUnavailable; ctx errors pass through for wait.CtxErr.
+func backendErr(op string, err error) error {
+	var netErr net.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, locker.ErrUnavailable):
+		return err
+	case errors.Is(err, zk.ErrNoServer), errors.Is(err, zk.ErrConnectionClosed),
+		errors.Is(err, zk.ErrSessionExpired), errors.Is(err, zk.ErrClosing),
+		errors.Is(err, zk.ErrSessionMoved), errors.As(err, &netErr):
+		return locker.Unavailable(fmt.Errorf("locker/zookeeper: %s: %w", op, err))
+	}
+	return fmt.Errorf("locker/zookeeper: %s: %w", op, err)
+}
+
+// retryable reports a failure after which the same request may succeed
+// once go-zookeeper has reconnected (and found the session, or made a new one).
+func retryable(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrSessionExpired)
+}

@@ -1,0 +1,4 @@
+package zookeeper
+
+// Escape exposes the key escaping to the external tests' Count.
+var Escape = escape

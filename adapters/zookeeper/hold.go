@@ -1,0 +1,287 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/lease"
+)
+
+type holdKey struct{ key, owner string }
+
+// hold is one lock node of ours that is first in its queue. Re-entry by
+// the same owner through the same Locker adds a hold to it; each lease
+// drops one, and the last deletes the node.
+type hold struct {
+	key, owner, path string
+	fence            uint64
+	session          int64
+	gone             chan struct{} // closed when the hold ends; stops its watcher
+
+	// guarded by Locker.mu
+	count     int
+	leases    []*lease.Lease
+	releasing bool // our own delete is under way: its watch event is no loss
+	ended     bool
+}
+
+// newHold records n as held and watches it: when it is deleted by anyone
+// but us (ForceUnlock) or dies with the session, its leases are lost.
+func (z *Locker) newHold(key, owner string, n *node) *hold {
+	h := &hold{key: key, owner: owner, path: n.fullPath(), fence: uint64(n.czxid), session: n.session, gone: make(chan struct{})}
+	z.mu.Lock()
+	if _, taken := z.holds[holdKey{key, owner}]; !taken {
+		z.holds[holdKey{key, owner}] = h
+	}
+	z.mu.Unlock()
+	go z.watchHold(h, n.watch)
+	return h
+}
+
+// newLease adds one hold to h, returned as a lease; errGone if h ended.
+func (z *Locker) newLease(h *hold, o locker.Options, start time.Time) (locker.Lease, error) {
+	z.mu.Lock()
+	if h.ended || h.releasing {
+		z.mu.Unlock()
+		return nil, errGone
+	}
+	h.count++
+	z.mu.Unlock()
+	l, err := lease.New(z.set, lease.Config{
+		Key: h.key, Owner: h.owner, Fence: h.fence, TTL: o.TTL, KeepAlive: o.KeepAlive, Start: start,
+		Ops: &leaseOps{z: z, h: h, ttl: o.TTL},
+	})
+	if err != nil {
+		return nil, err // the set is closed; New released the hold
+	}
+	z.mu.Lock()
+	lost := h.ended
+	h.leases = append(h.leases, l)
+	z.mu.Unlock()
+	if lost {
+		l.Lose()
+	}
+	return l, nil
+}
+
+// reenter adds a hold to the node this owner already holds through this
+// Locker, after checking that the node is still ours. It returns nil, nil
+// when there is none, and the caller queues.
+func (z *Locker) reenter(ctx context.Context, key string, o locker.Options, start time.Time) (locker.Lease, error) {
+	z.mu.Lock()
+	h := z.holds[holdKey{key, o.Owner}]
+	z.mu.Unlock()
+	if h == nil {
+		return nil, nil
+	}
+	st, err := call(ctx, func() (*zk.Stat, error) { return z.stat(h.path) })
+	if err != nil {
+		return nil, backendErr("check held node", err)
+	}
+	if st == nil || st.EphemeralOwner != h.session {
+		z.lose(h, false)
+		return nil, nil
+	}
+	l, err := z.newLease(h, o, start)
+	if errors.Is(err, errGone) {
+		return nil, nil
+	}
+	return l, err
+}
+
+// stat returns path's Stat, or nil if it does not exist.
+func (z *Locker) stat(path string) (*zk.Stat, error) {
+	ok, st, err := z.conn.Exists(path)
+	if !ok {
+		st = nil
+	}
+	return st, err
+}
+
+// drop releases one hold of h; the last deletes the node.
+func (z *Locker) drop(ctx context.Context, h *hold) error {
+	z.mu.Lock()
+	if h.ended {
+		z.mu.Unlock()
+		return locker.ErrNotHeld
+	}
+	if h.count--; h.count > 0 {
+		z.mu.Unlock()
+		return nil
+	}
+	h.releasing = true
+	z.mu.Unlock()
+	_, err := call(ctx, func() (struct{}, error) { return struct{}{}, z.conn.Delete(h.path, -1) })
+	switch {
+	case err == nil:
+		z.end(h)
+		return nil
+	case errors.Is(err, zk.ErrNoNode):
+		z.end(h)
+		return locker.ErrNotHeld
+	}
+	z.mu.Lock()
+	h.count++
+	h.releasing = false
+	z.mu.Unlock()
+	return backendErr("delete lock node", err)
+}
+
+// end marks h over and forgets it.
+func (z *Locker) end(h *hold) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.endLocked(h)
+}
+
+func (z *Locker) endLocked(h *hold) {
+	if h.ended {
+		return
+	}
+	h.ended = true
+	if z.holds[holdKey{h.key, h.owner}] == h {
+		delete(z.holds, holdKey{h.key, h.owner})
+	}
+	close(h.gone)
+}
+
+// lose ends h as lost, unless our own release is deleting it. With discard,
+// the node may still exist (the session may yet recover), so it is deleted
+// in the background.
+func (z *Locker) lose(h *hold, discard bool) {
+	z.mu.Lock()
+	if h.releasing || h.ended {
+		z.mu.Unlock()
+		return
+	}
+	z.endLocked(h)
+	leases := h.leases
+	z.mu.Unlock()
+	for _, l := range leases {
+		l.Lose()
+	}
+	if discard {
+		go z.discard(h.path)
+	}
+}
+
+// watchHold waits for h's node to be deleted or its session to end.
+func (z *Locker) watchHold(h *hold, ch <-chan zk.Event) {
+	for {
+		select {
+		case <-h.gone:
+			return
+		case ev := <-ch:
+			if ev.Type == zk.EventNodeDataChanged { // nobody should write it; keep watching
+				ok, _, next, err := z.conn.ExistsW(h.path)
+				if err == nil && ok {
+					ch = next
+					continue
+				}
+			}
+			z.lose(h, false)
+			return
+		}
+	}
+}
+
+// monitor ends every hold as lost when the connection has had no session
+// for a quarter of the session timeout. The server expires a silent
+// session no sooner than a third of the timeout after go-zookeeper notices
+// the silence (its read timeout is two thirds), so the leases end before
+// another client can be given their keys; until then a disconnect is only
+// a disconnect, and go-zookeeper reconnects to the same session.
+func (z *Locker) monitor() {
+	limit := z.cfg.sessionTimeout / 4
+	tick := time.NewTicker(max(limit/4, 10*time.Millisecond))
+	defer tick.Stop()
+	var since time.Time
+	for {
+		var now time.Time
+		select {
+		case <-z.quit:
+			return
+		case now = <-tick.C:
+		}
+		switch {
+		case z.conn.State() == zk.StateHasSession:
+			since = time.Time{}
+		case since.IsZero():
+			since = now
+		case now.Sub(since) >= limit:
+			z.mu.Lock()
+			holds := make([]*hold, 0, len(z.holds))
+			for _, h := range z.holds {
+				holds = append(holds, h)
+			}
+			z.mu.Unlock()
+			for _, h := range holds {
+				z.lose(h, true)
+			}
+		}
+	}
+}
+
+// discard deletes the node of a hold given up while disconnected, once
+// the connection is back, for as long as the session could still be alive.
+func (z *Locker) discard(path string) {
+	end := time.Now().Add(2 * z.cfg.sessionTimeout)
+	for time.Now().Before(end) {
+		err := z.conn.Delete(path, -1)
+		if err == nil || errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrClosing) {
+			return
+		}
+		select {
+		case <-z.quit:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// leaseOps is the backend side of one lease: one hold of h.
+type leaseOps struct {
+	z       *Locker
+	h       *hold
+	ttl     time.Duration
+	dropped atomic.Bool
+}
+
+// Refresh checks that the node still exists and belongs to our session;
+// ZooKeeper keeps it while the session lives, so the lease is good for
+// another TTL (which is at least the session timeout).
+func (o *leaseOps) Refresh(ctx context.Context) (time.Duration, error) {
+	st, err := call(ctx, func() (*zk.Stat, error) { return o.z.stat(o.h.path) })
+	if err != nil {
+		return 0, backendErr("refresh", err)
+	}
+	if st == nil || st.EphemeralOwner != o.h.session {
+		return 0, locker.ErrNotHeld
+	}
+	return o.ttl, nil
+}
+
+// Release drops this lease's hold.
+func (o *leaseOps) Release(ctx context.Context) error {
+	if !o.dropped.CompareAndSwap(false, true) {
+		return locker.ErrNotHeld
+	}
+	err := o.z.drop(ctx, o.h)
+	if err != nil && !errors.Is(err, locker.ErrNotHeld) {
+		o.dropped.Store(false) // may be retried
+	}
+	return err
+}
+
+// Expire drops the hold of a lease that reached its deadline unrefreshed
+// (keep-alive off): a ZooKeeper node would otherwise live on with the session.
+func (o *leaseOps) Expire(ctx context.Context) {
+	if o.dropped.CompareAndSwap(false, true) {
+		_ = o.z.drop(ctx, o.h)
+	}
+}

@@ -1,0 +1,410 @@
+package zookeeper
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/wait"
+)
+
+const (
+	// protectedPrefix marks a lock node whose name carries its creator's
+	// GUID, as in Curator and go-zookeeper: "_c_<guid>-lock-<sequence>".
+	protectedPrefix = "_c_"
+	lockInfix       = "-lock-"
+	seqDigits       = 10 // ZooKeeper's sequence suffix is %010d
+	// maxAttempts bounds the retries of one create after lost replies.
+	maxAttempts = 5
+)
+
+// errGone says our queue node vanished while we waited (its session
+// expired): queue again.
+var errGone = errors.New("locker/zookeeper: queue node vanished")
+
+// node is our entry in a key's queue.
+type node struct {
+	parent, name string
+	czxid        int64           // the fence
+	session      int64           // the ephemeral owner: our session when created
+	watch        <-chan zk.Event // exists-watch on the node itself
+}
+
+func (n *node) fullPath() string { return n.parent + "/" + n.name }
+
+// Lock waits in the key's queue until it holds the key or ctx ends.
+func (z *Locker) Lock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
+	return z.acquire(ctx, key, false, opts)
+}
+
+// TryLock joins the key's queue and leaves it again at once, with
+// ErrLocked, unless it is first.
+func (z *Locker) TryLock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
+	return z.acquire(ctx, key, true, opts)
+}
+
+func (z *Locker) acquire(ctx context.Context, key string, try bool, opts []locker.Option) (locker.Lease, error) {
+	if z.set.Closed() {
+		return nil, locker.ErrClosed
+	}
+	o, err := locker.Resolve(key, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if o.TTL < z.cfg.sessionTimeout {
+		return nil, fmt.Errorf("%w: %v is below the ZooKeeper session timeout %v, for which a crashed holder keeps the key",
+			locker.ErrInvalidTTL, o.TTL, z.cfg.sessionTimeout)
+	}
+	start := time.Now()
+	ctx, stop := z.set.Context(ctx)
+	defer stop()
+	if o.StableOwner {
+		l, err := z.reenter(ctx, key, o, start)
+		if l != nil || err != nil {
+			return l, wait.CtxErr(ctx, key, err)
+		}
+	}
+	for {
+		h, err := z.queue(ctx, key, o.Owner, try)
+		if err != nil {
+			return nil, wait.CtxErr(ctx, key, err)
+		}
+		l, err := z.newLease(h, o, start)
+		if !errors.Is(err, errGone) {
+			return l, err
+		}
+	}
+}
+
+// queue enters the key's queue and returns once our node is first: the
+// hold. Anything else removes our node before returning.
+func (z *Locker) queue(ctx context.Context, key, owner string, try bool) (*hold, error) {
+	parent := z.cfg.root + "/" + escape(key)
+	for {
+		n, children, err := z.enqueue(ctx, parent, owner)
+		if errors.Is(err, errGone) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		err = z.waitTurn(ctx, n, children, try)
+		if errors.Is(err, errGone) {
+			continue
+		}
+		if err != nil {
+			z.bounded(func() { z.deleteNode(n.fullPath()) })
+			return nil, err
+		}
+		return z.newHold(key, owner, n), nil
+	}
+}
+
+// enqueue creates our ephemeral-sequential node under parent, then lists
+// the queue and watches our node in parallel. The node's name carries a
+// GUID, so a create whose reply was lost to a disconnect is found again
+// instead of being left behind to block every later contender.
+func (z *Locker) enqueue(ctx context.Context, parent, owner string) (*node, []string, error) {
+	prefix := protectedPrefix + strings.ToLower(rand.Text()) + lockInfix
+	var path string
+	var last error
+	for attempt := 0; path == ""; attempt++ {
+		if attempt == maxAttempts {
+			return nil, nil, backendErr("create lock node", last)
+		}
+		res := make(chan createResult, 1)
+		go func() {
+			p, err := z.conn.Create(parent+"/"+prefix, []byte(owner), zk.FlagEphemeralSequential, z.cfg.acl)
+			res <- createResult{p, err}
+		}()
+		var r createResult
+		select {
+		case r = <-res:
+		case <-ctx.Done():
+			z.bounded(func() { z.abandon(parent, prefix, res) })
+			return nil, nil, ctx.Err()
+		}
+		last = r.err
+		switch {
+		case r.err == nil:
+			path = r.path
+		case errors.Is(r.err, zk.ErrNoNode):
+			if err := z.ensureParent(ctx, parent); err != nil {
+				return nil, nil, err
+			}
+		case errors.Is(r.err, zk.ErrConnectionClosed):
+			p, err := call(ctx, func() (string, error) { return z.find(parent, prefix) })
+			if err != nil {
+				return nil, nil, backendErr("find lock node", err)
+			}
+			path = p
+		case errors.Is(r.err, zk.ErrSessionExpired):
+			// The node died with the session, if it was made: create again.
+		default:
+			return nil, nil, backendErr("create lock node", r.err)
+		}
+	}
+	type look struct {
+		children []string
+		exists   bool
+		stat     *zk.Stat
+		watch    <-chan zk.Event
+	}
+	lk, err := call(ctx, func() (look, error) {
+		var lk look
+		var werr error
+		var wg sync.WaitGroup
+		wg.Go(func() { lk.exists, lk.stat, lk.watch, werr = z.conn.ExistsW(path) })
+		children, _, err := z.conn.Children(parent)
+		lk.children = children
+		wg.Wait()
+		return lk, errors.Join(err, werr)
+	})
+	if err == nil && !lk.exists {
+		return nil, nil, errGone
+	}
+	if err != nil {
+		z.bounded(func() { z.deleteNode(path) })
+		return nil, nil, backendErr("list queue", err)
+	}
+	n := &node{parent: parent, name: path[len(parent)+1:], czxid: lk.stat.Czxid, session: lk.stat.EphemeralOwner, watch: lk.watch}
+	return n, lk.children, nil
+}
+
+type createResult struct {
+	path string
+	err  error
+}
+
+// waitTurn returns nil once n is first in its queue. A waiter watches its
+// predecessor and, while that one is not yet first, the node before it
+// too (never more, so a release wakes at most two clients, not the herd).
+// When the node before the predecessor goes, the waiter lists the queue
+// again, while the predecessor still holds; once a listing shows the
+// predecessor first, its deletion alone makes us first (nodes created
+// later have higher sequences), so the handoff costs no further round trip.
+func (z *Locker) waitTurn(ctx context.Context, n *node, children []string, try bool) error {
+	var kept watches // the predecessor's watch, still armed, for the next turn
+	for {
+		pred, prev, found := predecessors(children, n.name)
+		switch {
+		case !found:
+			return errGone
+		case pred == "":
+			return nil
+		case try:
+			return locker.ErrLocked
+		}
+		w := kept
+		if pred != kept.name || prev != "" {
+			var err error
+			w, err = call(ctx, func() (watches, error) { return z.watch(n.parent, pred, prev) })
+			if err != nil {
+				return backendErr("watch predecessor", err)
+			}
+		}
+		kept = watches{}
+		if w.pred {
+			kept = watches{name: pred, pred: true, predCh: w.predCh}
+		}
+		if !w.pred && prev == "" {
+			return nil
+		}
+		if w.pred && (prev == "" || w.prev) {
+			select {
+			case ev := <-w.predCh:
+				kept = watches{}
+				if ev.Type == zk.EventNodeDeleted && prev == "" {
+					return nil
+				}
+			case <-w.prevCh: // list again while the predecessor holds
+			case <-n.watch:
+				return errGone // our own node was deleted
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		var err error
+		children, err = call(ctx, func() ([]string, error) {
+			c, _, err := z.conn.Children(n.parent)
+			return c, err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			return errGone
+		}
+		if err != nil {
+			return backendErr("list queue", err)
+		}
+	}
+}
+
+// watches are exists-watches on a waiter's predecessor and the node
+// before it, and whether each still existed.
+type watches struct {
+	name           string // the predecessor's
+	pred, prev     bool
+	predCh, prevCh <-chan zk.Event
+}
+
+// watch sets the watches of waitTurn, in parallel; prev may be "".
+func (z *Locker) watch(parent, pred, prev string) (watches, error) {
+	w := watches{name: pred}
+	var perr error
+	var wg sync.WaitGroup
+	if prev != "" {
+		wg.Go(func() { w.prev, _, w.prevCh, perr = z.conn.ExistsW(parent + "/" + prev) })
+	}
+	var err error
+	w.pred, _, w.predCh, err = z.conn.ExistsW(parent + "/" + pred)
+	wg.Wait()
+	return w, errors.Join(err, perr)
+}
+
+// predecessors returns the lock nodes just before name and before that in
+// sequence order ("" where there is none), and whether name is in
+// children at all.
+func predecessors(children []string, name string) (pred, prev string, found bool) {
+	mine, ok := sequence(name)
+	if !ok || !slices.Contains(children, name) {
+		return "", "", false
+	}
+	var p, q int64 = -1, -1
+	for _, c := range children {
+		s, ok := sequence(c)
+		switch {
+		case !ok || s >= mine:
+		case s > p:
+			prev, q = pred, p
+			pred, p = c, s
+		case s > q:
+			prev, q = c, s
+		}
+	}
+	return pred, prev, true
+}
+
+// sequence parses the sequence suffix of a lock node's name.
+func sequence(name string) (int64, bool) {
+	if !strings.HasPrefix(name, protectedPrefix) || len(name) < seqDigits ||
+		!strings.HasSuffix(name[:len(name)-seqDigits], lockInfix) {
+		return 0, false
+	}
+	s, err := strconv.ParseInt(name[len(name)-seqDigits:], 10, 64)
+	return s, err == nil
+}
+
+// lockNodes returns the lock nodes among children, first (the holder) first.
+func lockNodes(children []string) []string {
+	var out []string
+	for _, c := range children {
+		if _, ok := sequence(c); ok {
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int {
+		x, _ := sequence(a)
+		y, _ := sequence(b)
+		return int(x - y)
+	})
+	return out
+}
+
+// ensureParent creates the key's parent as a container node, which the
+// server deletes once its last child is gone, so released keys leave
+// nothing behind; and the root above it if missing.
+func (z *Locker) ensureParent(ctx context.Context, parent string) error {
+	create := func() (string, error) { return z.conn.CreateContainer(parent, nil, zk.FlagContainer, z.cfg.acl) }
+	_, err := call(ctx, create)
+	if errors.Is(err, zk.ErrNoNode) {
+		if err := z.ensureRoot(ctx); err != nil {
+			return err
+		}
+		_, err = call(ctx, create)
+	}
+	if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return backendErr("create key node", err)
+	}
+	return nil
+}
+
+// ensureRoot creates the root and its ancestors as persistent nodes.
+func (z *Locker) ensureRoot(ctx context.Context) error {
+	segs := strings.Split(z.cfg.root[1:], "/")
+	for i := range segs {
+		p := "/" + strings.Join(segs[:i+1], "/")
+		_, err := call(ctx, func() (string, error) { return z.conn.Create(p, nil, zk.FlagPersistent, z.cfg.acl) })
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return backendErr("create root", err)
+		}
+	}
+	return nil
+}
+
+// find looks for the node named with prefix (our GUID) after a create
+// whose reply was lost; Sync first, so the server has seen the create if
+// it happened.
+func (z *Locker) find(parent, prefix string) (string, error) {
+	if _, err := z.conn.Sync(parent); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return "", err
+	}
+	children, _, err := z.conn.Children(parent)
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", nil
+	}
+	for _, c := range children {
+		if strings.HasPrefix(c, prefix) {
+			return parent + "/" + c, nil
+		}
+	}
+	return "", err
+}
+
+// abandon waits for a create that a cancelled Lock no longer waits for,
+// and deletes the node it made, so it blocks nobody.
+func (z *Locker) abandon(parent, prefix string, res <-chan createResult) {
+	r := <-res
+	path := r.path
+	if errors.Is(r.err, zk.ErrConnectionClosed) {
+		path, _ = z.find(parent, prefix)
+	}
+	if path != "" {
+		z.deleteNode(path)
+	}
+}
+
+// deleteNode deletes path, retrying over reconnects; a missing node or
+// an expired session (which took the node with it) ends it too.
+func (z *Locker) deleteNode(path string) {
+	for range maxAttempts {
+		err := z.conn.Delete(path, -1)
+		if !errors.Is(err, zk.ErrConnectionClosed) {
+			return
+		}
+	}
+}
+
+// bounded runs cleanup, waiting for it at most cleanupTimeout: a cancelled
+// Lock returns promptly even when the server does not answer, and the
+// cleanup goes on in the background.
+func (z *Locker) bounded(cleanup func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		cleanup()
+	}()
+	t := time.NewTimer(cleanupTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}

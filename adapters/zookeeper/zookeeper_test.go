@@ -1,0 +1,143 @@
+package zookeeper_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/adapters/zookeeper"
+	"github.com/locker-go/locker/conformance"
+	"github.com/locker-go/locker/internal/faultproxy"
+	"github.com/locker-go/locker/internal/testenv"
+)
+
+// testTTL is the short TTL of the expiry tests; the proxied Lockers open
+// their sessions with the same timeout, the shortest the rule allows.
+const testTTL = 2 * time.Second
+
+type quiet struct{}
+
+func (quiet) Printf(string, ...any) {}
+
+// rawConn is a plain connection for inspecting the server.
+func rawConn(t testing.TB, u *url.URL) *zk.Conn {
+	t.Helper()
+	conn, events, err := zk.Connect(strings.Split(u.Host, ","), 10*time.Second, zk.WithLogger(quiet{}), zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	for ev := range events {
+		if ev.State == zk.StateHasSession {
+			break
+		}
+	}
+	if u.User != nil {
+		pass, _ := u.User.Password()
+		if err := conn.AddAuth("digest", []byte(u.User.Username()+":"+pass)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return conn
+}
+
+func root(u *url.URL) string {
+	if u.Path == "" || u.Path == "/" {
+		return zookeeper.DefaultRoot
+	}
+	return u.Path
+}
+
+// harness drives the server in u. With proxied, each Locker talks through
+// its own faultproxy, so Crash can cut it off.
+func harness(t testing.TB, u *url.URL, proxied bool) conformance.Harness {
+	raw := rawConn(t, u)
+	var proxies sync.Map // locker.Locker → *faultproxy.Proxy
+	return conformance.Harness{
+		NewLocker: func(t testing.TB) locker.Locker {
+			lu := *u
+			q := lu.Query()
+			q.Set("session_timeout", testTTL.String())
+			lu.RawQuery = q.Encode()
+			var p *faultproxy.Proxy
+			if proxied {
+				var err error
+				if p, err = faultproxy.New(strings.Split(u.Host, ",")[0]); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { p.Close() })
+				lu.Host = p.Addr()
+			}
+			l, err := locker.Open(context.Background(), lu.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p != nil {
+				proxies.Store(l, p)
+			}
+			return l
+		},
+		Crash: func(t testing.TB, l locker.Locker) {
+			p, ok := proxies.Load(l)
+			if !ok {
+				t.Fatal("Crash of a Locker without a proxy")
+			}
+			p.(*faultproxy.Proxy).Cut()
+			t.Cleanup(func() { _ = l.Close() }) // only stops its goroutines
+		},
+		Count: func(t testing.TB, prefix string) int {
+			return count(t, raw, root(u), prefix)
+		},
+		FIFO: true,
+		TTL:  testTTL,
+		RoundTrip: func(ctx context.Context) error {
+			_, _, err := raw.Exists("/")
+			return err
+		},
+	}
+}
+
+// count returns the lock nodes of the keys beginning with prefix, plus one
+// for each such key's node that is left without lock nodes (a leak).
+func count(t testing.TB, conn *zk.Conn, root, prefix string) int {
+	t.Helper()
+	keys, _, err := conn.Children(root)
+	if errors.Is(err, zk.ErrNoNode) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, k := range keys {
+		if !strings.HasPrefix(k, zookeeper.Escape(prefix)) {
+			continue
+		}
+		children, _, err := conn.Children(root + "/" + k)
+		switch {
+		case errors.Is(err, zk.ErrNoNode): // reaped meanwhile
+		case err != nil:
+			t.Fatal(err)
+		default:
+			n += max(1, len(children))
+		}
+	}
+	return n
+}
+
+func TestConformance(t *testing.T) {
+	u := testenv.URL(t, "LOCKER_TEST_ZK")
+	conformance.Run(t, harness(t, u, true))
+}
+
+func BenchmarkConformance(b *testing.B) {
+	u := testenv.URL(b, "LOCKER_TEST_ZK")
+	conformance.Bench(b, harness(b, u, false))
+}
