@@ -1,0 +1,192 @@
+package redsync
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/conformance"
+	"github.com/locker-go/locker/internal/faultproxy"
+	"github.com/locker-go/locker/internal/testenv"
+)
+
+// masterAddrs returns the test masters' addresses from LOCKER_TEST_REDLOCK.
+func masterAddrs(t testing.TB) []string {
+	t.Helper()
+	addrs, _, _, err := parseURL(testenv.URL(t, "LOCKER_TEST_REDLOCK"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addrs
+}
+
+// crashers remembers each test Locker's proxies, for Crash.
+var crashers sync.Map // *Locker -> []*faultproxy.Proxy
+
+// newLocker dials every master through a proxy of its own, so that Crash
+// can make the client vanish from all of them at once.
+func newLocker(t testing.TB, addrs []string, opts ...Option) locker.Locker {
+	t.Helper()
+	var (
+		clients []goredis.UniversalClient
+		proxies []*faultproxy.Proxy
+	)
+	for _, a := range addrs {
+		p, err := faultproxy.New(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := goredis.NewClient(&goredis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
+		t.Cleanup(func() {
+			_ = c.Close()
+			_ = p.Close()
+		})
+		clients = append(clients, c)
+		proxies = append(proxies, p)
+	}
+	l, err := New(clients, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashers.Store(l, proxies)
+	return l
+}
+
+// countKeys counts the lock records of keys beginning with prefix that
+// any master holds (a record on a minority is a record left behind too).
+func countKeys(t testing.TB, addrs []string, prefix string) int {
+	t.Helper()
+	keys := map[string]bool{}
+	for _, a := range addrs {
+		c := goredis.NewClient(&goredis.Options{Addr: a})
+		iter := c.Scan(context.Background(), 0, globEscape(DefaultPrefix+"l:"+prefix)+"*", 1000).Iterator()
+		for iter.Next(context.Background()) {
+			keys[iter.Val()] = true
+		}
+		err := iter.Err()
+		_ = c.Close()
+		if err != nil {
+			t.Fatalf("SCAN %s: %v", a, err)
+		}
+	}
+	return len(keys)
+}
+
+// suiteNodeTimeout is the conformance suite's per-node timeout: its many
+// parallel subtests under -race on a small shared machine can hold a reply
+// past the 50 ms default; the fault tests keep the default.
+const suiteNodeTimeout = 250 * time.Millisecond
+
+func harness(t testing.TB) conformance.Harness {
+	addrs := masterAddrs(t)
+	return conformance.Harness{
+		NewLocker: func(t testing.TB) locker.Locker { return newLocker(t, addrs, WithNodeTimeout(suiteNodeTimeout)) },
+		Crash: func(t testing.TB, l locker.Locker) {
+			ps, ok := crashers.Load(l)
+			if !ok {
+				t.Fatal("Crash of a Locker that newLocker did not make")
+			}
+			for _, p := range ps.([]*faultproxy.Proxy) {
+				p.Cut()
+			}
+		},
+		Count: func(t testing.TB, prefix string) int { return countKeys(t, addrs, prefix) },
+		RoundTrip: func(ctx context.Context) error {
+			return ping(addrs[0]).Ping(ctx).Err()
+		},
+	}
+}
+
+var (
+	pingMu      sync.Mutex
+	pingClients = map[string]*goredis.Client{}
+)
+
+// ping returns a plain client of one master, for RoundTrip.
+func ping(addr string) *goredis.Client {
+	pingMu.Lock()
+	defer pingMu.Unlock()
+	if c := pingClients[addr]; c != nil {
+		return c
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	pingClients[addr] = c
+	return c
+}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, harness(t))
+}
+
+// BenchmarkConformance connects straight to the masters, as RoundTrip
+// does: the suite's fault proxies would double every hop.
+func BenchmarkConformance(b *testing.B) {
+	h := harness(b)
+	addrs := masterAddrs(b)
+	h.NewLocker = func(t testing.TB) locker.Locker {
+		clients := make([]goredis.UniversalClient, len(addrs))
+		for i, a := range addrs {
+			c := goredis.NewClient(&goredis.Options{Addr: a, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = c.Close() })
+			clients[i] = c
+		}
+		l, err := New(clients, WithNodeTimeout(suiteNodeTimeout))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	conformance.Bench(b, h)
+}
+
+// BenchmarkRound is the floor under lock+unlock: one PING to all five
+// masters in parallel, as each round of the adapter sends its scripts.
+// Lock+unlock costs two such rounds when uncontended.
+func BenchmarkRound(b *testing.B) {
+	addrs := masterAddrs(b)
+	clients := make([]goredis.UniversalClient, len(addrs))
+	for i, a := range addrs {
+		clients[i] = ping(a)
+	}
+	ll, err := New(clients)
+	if err != nil {
+		b.Fatal(err)
+	}
+	l := ll.(*Locker)
+	ctx := context.Background()
+	for b.Loop() {
+		for i, r := range each(ctx, l, time.Second, func(ctx context.Context, _ int, c goredis.UniversalClient) (string, error) {
+			return c.Ping(ctx).Result()
+		}) {
+			if r.err != nil {
+				b.Fatalf("master %d: %v", i, r.err)
+			}
+		}
+	}
+}
+
+func TestGlobEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain": "plain", "a*": `a\*`, "a?": `a\?`, "[a]": `\[a\]`, `a\b`: `a\\b`, "a-b^": `a\-b\^`, "ключ": "ключ",
+	} {
+		if got := globEscape(in); got != want {
+			t.Errorf("globEscape(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if !strings.HasPrefix(globEscape(DefaultPrefix), "locker:") {
+		t.Errorf("the default prefix needs no escaping")
+	}
+}
+
+// quiet drops go-redis's log lines: the clients of crashed Lockers keep
+// redialling their cut proxies until the test ends.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func init() { goredis.SetLogger(quiet{}) }

@@ -1,0 +1,101 @@
+package redsync
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/locker-go/locker"
+)
+
+func init() { locker.Register("redlock", open) }
+
+// open makes a Locker from
+//
+//	redlock://[user:pass@]host:port,host:port,...[/db][?prefix=p&node_timeout=50ms]
+//
+// with one client per master, each with ContextTimeoutEnabled so the node
+// timeout also ends its connection's wait. Errors show the URL redacted.
+func open(_ context.Context, u *url.URL) (locker.Locker, error) {
+	addrs, base, opts, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	clients := make([]goredis.UniversalClient, len(addrs))
+	for i, a := range addrs {
+		o := *base
+		o.Addr = a
+		clients[i] = goredis.NewClient(&o)
+	}
+	l, err := New(clients, append(opts, withOwnClients())...)
+	if err != nil {
+		for _, c := range clients {
+			_ = c.Close()
+		}
+		return nil, fmt.Errorf("%w: %s: %w", locker.ErrInvalidURL, u.Redacted(), err)
+	}
+	return l, nil
+}
+
+// parseURL splits a redlock URL into master addresses, the client options
+// they share, and the Locker's options.
+func parseURL(u *url.URL) (addrs []string, base *goredis.Options, opts []Option, err error) {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s: %s", locker.ErrInvalidURL, u.Redacted(), fmt.Sprintf(format, a...))
+	}
+	if !strings.EqualFold(u.Scheme, "redlock") {
+		return nil, nil, nil, bad("scheme %q is not redlock", u.Scheme)
+	}
+	if u.Host == "" {
+		return nil, nil, nil, bad("no masters: want redlock://host:port,host:port,host:port")
+	}
+	for _, h := range strings.Split(u.Host, ",") {
+		host, port, err := net.SplitHostPort(h)
+		if err != nil {
+			host, port = h, "6379"
+		}
+		if host == "" {
+			return nil, nil, nil, bad("master %q has no host", h)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+			return nil, nil, nil, bad("master %q has a bad port", h)
+		}
+		addrs = append(addrs, net.JoinHostPort(host, port))
+	}
+	if len(addrs) < 3 || len(addrs)%2 == 0 {
+		return nil, nil, nil, fmt.Errorf("%w: %s: %w: got %d", locker.ErrInvalidURL, u.Redacted(), ErrMasterCount, len(addrs))
+	}
+	base = &goredis.Options{ContextTimeoutEnabled: true}
+	if u.User != nil {
+		base.Username = u.User.Username()
+		base.Password, _ = u.User.Password()
+	}
+	if p := strings.Trim(u.Path, "/"); p != "" {
+		db, err := strconv.Atoi(p)
+		if err != nil || db < 0 {
+			return nil, nil, nil, bad("path %q is not a database number", u.Path)
+		}
+		base.DB = db
+	}
+	for k, v := range u.Query() {
+		switch k {
+		case "prefix":
+			opts = append(opts, WithPrefix(v[len(v)-1]))
+		case "node_timeout":
+			d, err := time.ParseDuration(v[len(v)-1])
+			if err != nil || d <= 0 {
+				return nil, nil, nil, bad("node_timeout %q is not a positive duration", v[len(v)-1])
+			}
+			opts = append(opts, WithNodeTimeout(d))
+		default:
+			return nil, nil, nil, bad("unknown parameter %q (known: prefix, node_timeout)", k)
+		}
+	}
+	return addrs, base, opts, nil
+}
