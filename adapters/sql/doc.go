@@ -1,0 +1,113 @@
+// Package sql is the lock-table adapter: locks are rows of one table in
+// PostgreSQL or SQLite, reached through gorm (gorm.io/driver/postgres, and
+// github.com/glebarez/sqlite, a pure-Go SQLite without cgo).
+//
+// Import it for its side effect to make locker.Open know the schemes
+// postgres://, postgresql:// and sqlite://, or call New with a *gorm.DB:
+//
+//	l, err := locker.Open(ctx, "sqlite:///var/lib/app/locks.db")
+//	l, err := locker.Open(ctx, "postgres://user:pass@db:5432/app?sslmode=require")
+//
+// # URLs
+//
+// postgres:// and postgresql:// URLs go to pgx as they are (every pgx
+// parameter works), except for table=NAME, which this package takes. A
+// sqlite URL names a file by an absolute path, sqlite:///abs/path.db, or by
+// one relative to the working directory in the opaque form sqlite:rel/path.db;
+// sqlite://name.db is refused, since "name.db" would be a URL host. The file
+// is created on first use; its directory must exist. The only SQLite
+// parameter is table=NAME.
+//
+// # Schema
+//
+// New creates, if missing, one table (default locker_locks; WithTable) and
+// the fence source beside it:
+//
+//	locker_locks (
+//	    key        text PRIMARY KEY,   -- COLLATE "C" on Postgres: byte order
+//	    owner      text NOT NULL,      -- the lease's owner token
+//	    fence      bigint NOT NULL,    -- fencing token of the current owner
+//	    holds      integer NOT NULL,   -- re-entry count of a WithOwner lease
+//	    expires_at timestamptz NOT NULL -- SQLite: integer Unix milliseconds
+//	)
+//	Postgres: SEQUENCE locker_locks_fence
+//	SQLite:   TABLE locker_locks_fence (id, v) with one counter row, kept
+//	          by triggers on locker_locks, plus a trigger deleting a row
+//	          whose holds reach 0
+//
+// A row exists only while its lock is held or until its expired lock is
+// taken over in place; released locks delete their rows.
+//
+// # Acquire, release, expiry
+//
+// Acquire is one statement, INSERT … ON CONFLICT (key) DO UPDATE … WHERE the
+// row has expired or is the same owner's, RETURNING the fence and holds:
+// there is no read-then-write window. Expiry is judged by the database's
+// clock (Postgres clock_timestamp(); SQLite julianday('now'), which is the
+// local clock since SQLite runs in-process), never by clients' clocks. A
+// lease's local Deadline is counted from before the statement was sent, so
+// it ends no later than the row does. Refresh and release touch the row only
+// where key, owner and fence all match, so a lease can never extend or free
+// a lock that passed to someone else, even to an earlier lease of the same
+// WithOwner identity.
+//
+// # Fencing
+//
+// Fences come from one counter per table that never goes backwards. On
+// Postgres it is a SEQUENCE; the acquire statement first takes a
+// transaction-scoped advisory lock on (table, key), so fences of one key are
+// drawn in the order acquisitions land (nextval is drawn before an INSERT's
+// conflict check, and without the advisory lock a slow acquirer could land a
+// smaller fence after a faster one had held and released the key). Failed
+// attempts burn values: fences have gaps. On SQLite, every write is
+// serialized by the database, and triggers advance a counter row whenever a
+// row gets a new fence.
+//
+// # Waiting
+//
+// Postgres: the releasing statement calls pg_notify(table, key). Each
+// Locker keeps one dedicated pgx connection that LISTENs on the table's
+// channel (started by the first Lock that has to wait; re-established with
+// backoff if it drops, then every waiter retries, since notifications may
+// have been missed) and feeds a wait.Hub. The fallback timer is the holder's
+// remaining time, computed by the database in the failed acquire. Every
+// Locker receives every release of the table: fine for lock traffic, not for
+// tens of thousands of releases a second.
+//
+// SQLite has no notification between processes. Within a process, Lockers
+// on the same file and table share a hub, and a release wakes that
+// process's waiters at once. Waiters in other processes wake on a short
+// backoff (2 ms doubling to 50 ms), never later than the holder's expiry:
+// polling a local file costs microseconds, and 50 ms bounds the handoff
+// delay across processes. Lockers of one process on one file also take
+// turns through a process-wide gate, so they never meet SQLITE_BUSY among
+// themselves; across processes the opener sets WAL mode and a busy timeout.
+//
+// # Errors
+//
+// Transient failures (serialization failure 40001, deadlock 40P01, lost or
+// refused connections, SQLITE_BUSY/SQLITE_LOCKED) are retried with backoff
+// within the caller's deadline, and at most WithRetryTimeout (default 5s).
+// Other failures, and transient ones that outlast the retries, are returned
+// wrapping locker.ErrUnavailable. A retried acquire never reports a lock it
+// does not hold: the statement either returned the row or it did not.
+//
+// # What breaks the guarantees
+//
+//   - Expiry trusts the database server's wall clock: a forward jump of it
+//     (or of the machine's, for SQLite) ends leases early, possibly while
+//     their holders, timing by monotonic clocks, still think them valid.
+//   - A Postgres failover to an asynchronous replica can lose recent
+//     commits, and with them locks that were granted.
+//   - On SQLite, synchronous=NORMAL (set by the opener, with WAL) may lose the
+//     last commits on power loss; every process of that machine dies with
+//     it. The file must be on a local disk: SQLite locking over network file
+//     systems is unreliable.
+//   - A lost reply to an acquire or release is retried; for a random owner
+//     the retry is idempotent, but for a WithOwner identity that re-enters,
+//     a retried acquire may count one hold too many (the row then lapses by
+//     its TTL after the last Unlock) and a retried release of a re-entered
+//     lock may drop one hold too many.
+//   - New with a *gorm.DB on SQLite does not set WAL or a busy timeout on the
+//     caller's connections: set them in the DSN as the opener does.
+package sql

@@ -1,0 +1,219 @@
+package sql
+
+import (
+	"context"
+	dbsql "database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/locker-go/locker/internal/wait"
+)
+
+// nowMS is SQLite's clock in Unix milliseconds. SQLite runs in this
+// process, so it is the local clock, shared by every process of the machine.
+const nowMS = `CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`
+
+type sqliteDialect struct {
+	t string // quoted table name
+	q struct {
+		acquire, remaining, refresh, release, expire, force, info string
+	}
+}
+
+func newSQLite(table string) *sqliteDialect {
+	s := &sqliteDialect{t: `"` + table + `"`}
+	r := strings.NewReplacer("{t}", s.t, "{fence}", `"`+table+`_fence"`, "{now}", nowMS)
+	// A same-owner row is re-entered while live; else, as an expired row,
+	// taken over: new owner, new fence, one hold. SET reads the old row.
+	s.q.acquire = r.Replace(`INSERT INTO {t} AS l ("key", owner, fence, holds, expires_at)
+VALUES ($1, $2, (SELECT v + 1 FROM {fence} WHERE id = 1), 1, {now} + $3)
+ON CONFLICT ("key") DO UPDATE SET
+	fence = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN l.fence ELSE excluded.fence END,
+	holds = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN l.holds + $4 ELSE 1 END,
+	expires_at = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN max(l.expires_at, excluded.expires_at) ELSE excluded.expires_at END,
+	owner = excluded.owner
+WHERE l.expires_at <= {now} OR l.owner = excluded.owner
+RETURNING fence`)
+	s.q.remaining = r.Replace(`SELECT expires_at - {now} FROM {t} WHERE "key" = $1`)
+	s.q.refresh = r.Replace(`UPDATE {t} SET expires_at = max(expires_at, {now} + $4)
+WHERE "key" = $1 AND owner = $2 AND fence = $3`)
+	// The trigger deletes the row once holds reach 0.
+	s.q.release = r.Replace(`UPDATE {t} SET holds = holds - 1
+WHERE "key" = $1 AND owner = $2 AND fence = $3 RETURNING holds`)
+	s.q.expire = r.Replace(`DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND fence = $3 AND expires_at <= {now}`)
+	s.q.force = r.Replace(`DELETE FROM {t} WHERE "key" = $1 RETURNING expires_at > {now}`)
+	s.q.info = r.Replace(`SELECT "key", owner, fence, holds, expires_at FROM {t} WHERE expires_at > {now}`)
+	return s
+}
+
+func (s *sqliteDialect) migrate(ctx context.Context, db *dbsql.DB) error {
+	r := strings.NewReplacer("{t}", s.t, "{tn}", strings.Trim(s.t, `"`))
+	// IF NOT EXISTS throughout: processes may race to create the schema.
+	ddl := r.Replace(`
+CREATE TABLE IF NOT EXISTS {t} (
+	"key" TEXT NOT NULL PRIMARY KEY,
+	owner TEXT NOT NULL,
+	fence INTEGER NOT NULL,
+	holds INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS "{tn}_fence" (id INTEGER PRIMARY KEY CHECK (id = 1), v INTEGER NOT NULL);
+INSERT OR IGNORE INTO "{tn}_fence" (id, v) VALUES (1, 0);
+CREATE TRIGGER IF NOT EXISTS "{tn}_fence_insert" AFTER INSERT ON {t}
+BEGIN UPDATE "{tn}_fence" SET v = NEW.fence WHERE id = 1 AND v < NEW.fence; END;
+CREATE TRIGGER IF NOT EXISTS "{tn}_fence_update" AFTER UPDATE OF fence ON {t}
+BEGIN UPDATE "{tn}_fence" SET v = NEW.fence WHERE id = 1 AND v < NEW.fence; END;
+CREATE TRIGGER IF NOT EXISTS "{tn}_release" AFTER UPDATE OF holds ON {t} WHEN NEW.holds <= 0
+BEGIN DELETE FROM {t} WHERE "key" = NEW."key"; END;`)
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, ddl); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func (s *sqliteDialect) acquire(ctx context.Context, db *dbsql.DB, key, owner string, ttl time.Duration, inc int) (uint64, bool, time.Duration, error) {
+	var fence uint64
+	err := db.QueryRowContext(ctx, s.q.acquire, key, owner, ttl.Milliseconds(), inc).Scan(&fence)
+	if err == nil {
+		return fence, true, 0, nil
+	}
+	if !errors.Is(err, dbsql.ErrNoRows) {
+		return 0, false, 0, err
+	}
+	// Held by another owner. SQLite cannot return the holder's row from the
+	// refused upsert, so a second, read-only statement asks; if the row is
+	// gone meanwhile, remaining stays 0 and the waiter retries at once.
+	var ms int64
+	err = db.QueryRowContext(ctx, s.q.remaining, key).Scan(&ms)
+	if err != nil && !errors.Is(err, dbsql.ErrNoRows) {
+		return 0, false, 0, err
+	}
+	return 0, false, time.Duration(ms) * time.Millisecond, nil
+}
+
+func (s *sqliteDialect) refresh(ctx context.Context, db *dbsql.DB, key, owner string, fence uint64, ttl time.Duration) (bool, error) {
+	res, err := db.ExecContext(ctx, s.q.refresh, key, owner, fence, ttl.Milliseconds())
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+func (s *sqliteDialect) release(ctx context.Context, db *dbsql.DB, key, owner string, fence uint64) (bool, bool, error) {
+	var holds int
+	err := db.QueryRowContext(ctx, s.q.release, key, owner, fence).Scan(&holds)
+	switch {
+	case errors.Is(err, dbsql.ErrNoRows):
+		return false, false, nil
+	case err != nil:
+		return false, false, err
+	}
+	return true, holds <= 0, nil
+}
+
+func (s *sqliteDialect) expire(ctx context.Context, db *dbsql.DB, key, owner string, fence uint64) (bool, error) {
+	res, err := db.ExecContext(ctx, s.q.expire, key, owner, fence)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+func (s *sqliteDialect) forceUnlock(ctx context.Context, db *dbsql.DB, key string) (bool, error) {
+	var live bool
+	err := db.QueryRowContext(ctx, s.q.force, key).Scan(&live)
+	if errors.Is(err, dbsql.ErrNoRows) {
+		return false, nil
+	}
+	return live, err
+}
+
+func (s *sqliteDialect) info() (string, string) {
+	return s.q.info, `substr("key", 1, length($1)) = $1`
+}
+
+// classify: only SQLITE_BUSY and SQLITE_LOCKED are transient, and a
+// statement refused with them was not applied.
+func (s *sqliteDialect) classify(err error) (bool, bool) {
+	var c interface{ Code() int }
+	if errors.As(err, &c) {
+		switch c.Code() & 0xff {
+		case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
+			return true, false
+		}
+	}
+	return false, false
+}
+
+// fileState is what the Lockers of this process share for one database
+// file and table: the hub by which a release wakes this process's waiters
+// at once, and a gate that lets one of them at a time reach the file, so
+// they queue here, in order, instead of meeting SQLITE_BUSY and sleeping in
+// SQLite's busy handler.
+type fileState struct {
+	hub  *wait.Hub
+	gate chan struct{}
+	refs int
+}
+
+var files = struct {
+	sync.Mutex
+	m map[string]*fileState
+}{m: map[string]*fileState{}}
+
+// localChannel is the hub's backend for in-process notification: nothing
+// to subscribe to, since releases in this process call Notify directly.
+type localChannel struct{}
+
+func (localChannel) Subscribe(context.Context, string) error { return nil }
+func (localChannel) Unsubscribe(string)                      {}
+
+func (l *sqlLocker) initSQLite(ctx context.Context) error {
+	s := newSQLite(l.cfg.table)
+	l.d, l.poll = s, true
+	// One connection per Locker: SQLite has one writer at a time anyway,
+	// and a single connection never deadlocks on its own pool.
+	l.db.SetMaxOpenConns(1)
+	var file string
+	err := l.retry(ctx, func(ctx context.Context) error {
+		// seq, name, file of the main database; file is "" in memory.
+		return l.db.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&file)
+	}, nil)
+	if err != nil {
+		return err
+	}
+	if file == "" {
+		return fmt.Errorf("%w: an in-memory SQLite database is private to its connection: use a file", ErrInvalidOption)
+	}
+	id := file + "\x00" + l.cfg.table
+	files.Lock()
+	f := files.m[id]
+	if f == nil {
+		f = &fileState{hub: wait.NewHub(localChannel{}), gate: make(chan struct{}, 1)}
+		files.m[id] = f
+	}
+	f.refs++
+	files.Unlock()
+	l.hub, l.gate = f.hub, f.gate
+	var once sync.Once
+	l.stop = func() {
+		once.Do(func() {
+			files.Lock()
+			defer files.Unlock()
+			if f.refs--; f.refs == 0 {
+				delete(files.m, id)
+			}
+		})
+	}
+	return nil
+}
