@@ -31,10 +31,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...locker.Option)
 }
 
 func (l *Locker) acquire(ctx context.Context, key string, try bool, opts []locker.Option) (locker.Lease, error) {
-	if l.set.Closed() {
-		return nil, locker.ErrClosed
-	}
-	o, err := locker.Resolve(key, opts...)
+	o, err := l.set.Begin(key, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,7 @@ import (
 // Status implements locker.Admin: the holder is the lowest entry of key's
 // queue; the others are waiters.
 func (l *Locker) Status(ctx context.Context, key string) (locker.LockInfo, error) {
-	if err := locker.ValidateKey(key); err != nil {
+	if err := l.set.CheckKey(key); err != nil {
 		return locker.LockInfo{}, err
 	}
 	q := l.queue(key)
@@ -91,7 +91,7 @@ func (l *Locker) info(ctx context.Context, key string, kv *mvccpb.KeyValue, expi
 // finds the entry gone and reports ErrLeaseLost, and the next waiter's
 // watch fires at once.
 func (l *Locker) ForceUnlock(ctx context.Context, key string) error {
-	if err := locker.ValidateKey(key); err != nil {
+	if err := l.set.CheckKey(key); err != nil {
 		return err
 	}
 	q := l.queue(key)

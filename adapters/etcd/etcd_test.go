@@ -3,7 +3,6 @@ package etcd_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -57,35 +56,23 @@ var escape = strings.NewReplacer("%", "%25", "/", "%2F").Replace
 func harness(t testing.TB, proxied bool) conformance.Harness {
 	b := testBackend(t)
 	direct := client(t, b.addr)
-	var proxies sync.Map // locker.Locker -> *faultproxy.Proxy
+	var crasher faultproxy.Crasher
 	return conformance.Harness{
 		NewLocker: func(t testing.TB) locker.Locker {
 			addr := b.addr
 			var p *faultproxy.Proxy
 			if proxied {
-				var err error
-				if p, err = faultproxy.New(b.addr); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { p.Close() })
+				p = crasher.Proxy(t, b.addr)
 				addr = p.Addr()
 			}
 			l, err := etcd.New(client(t, addr), etcd.WithPrefix(b.prefix), etcd.WithRequestTimeout(2*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p != nil {
-				proxies.Store(l, p)
-			}
+			crasher.Track(l, p)
 			return l
 		},
-		Crash: func(t testing.TB, l locker.Locker) {
-			p, ok := proxies.Load(l)
-			if !ok {
-				t.Fatal("Crash: not a Locker of this harness")
-			}
-			p.(*faultproxy.Proxy).Cut()
-		},
+		Crash: crasher.Crash,
 		Count: func(t testing.TB, prefix string) int {
 			resp, err := direct.Get(context.Background(), b.prefix+escape(prefix), clientv3.WithPrefix(), clientv3.WithCountOnly())
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/rediskey"
 )
 
 // Status returns the holder of key, or ErrNotHeld.
@@ -42,7 +43,7 @@ func (l *Locker) List(ctx context.Context, prefix string) ([]locker.LockInfo, er
 	if l.set.Closed() {
 		return nil, locker.ErrClosed
 	}
-	match := globEscape(l.lockKey(prefix)) + "*"
+	match := rediskey.MatchPrefix(l.lockKey(prefix))
 	var (
 		mu   sync.Mutex
 		keys []string
@@ -97,10 +98,7 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) error {
 }
 
 func (l *Locker) adminCheck(key string) error {
-	if l.set.Closed() {
-		return locker.ErrClosed
-	}
-	return locker.ValidateKey(key)
+	return l.set.CheckKey(key)
 }
 
 // parseInfo reads a lock value "fence:holds:op:owner".
@@ -119,16 +117,4 @@ func parseInfo(key, v string, pttl time.Duration) (locker.LockInfo, error) {
 		info.Expires = time.Now().Add(pttl)
 	}
 	return info, nil
-}
-
-// globEscape quotes the characters SCAN MATCH treats as patterns.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\^-`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }

@@ -136,10 +136,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...locker.Option)
 }
 
 func (l *Locker) begin(key string, opts []locker.Option) (locker.Options, error) {
-	if l.set.Closed() {
-		return locker.Options{}, locker.ErrClosed
-	}
-	return locker.Resolve(key, opts...)
+	return l.set.Begin(key, opts)
 }
 
 // attempt runs the acquire script once. A waiter passes its token, which

@@ -2,7 +2,6 @@ package redis_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	lockredis "github.com/locker-go/locker/adapters/redis"
 	"github.com/locker-go/locker/conformance"
 	"github.com/locker-go/locker/internal/faultproxy"
+	"github.com/locker-go/locker/internal/rediskey"
 	"github.com/locker-go/locker/internal/testenv"
 )
 
@@ -34,19 +34,15 @@ func harness(t testing.TB, proxied bool) conformance.Harness {
 	}
 	admin := goredis.NewClient(opt)
 	t.Cleanup(func() { admin.Close() })
-	var proxies sync.Map // locker.Locker -> *faultproxy.Proxy
+	var crasher faultproxy.Crasher
 	return conformance.Harness{
 		NewLocker: func(t testing.TB) locker.Locker {
 			o := *opt
 			o.DialTimeout = time.Second
 			var p *faultproxy.Proxy
 			if proxied {
-				var err error
-				if p, err = faultproxy.New(opt.Addr); err != nil {
-					t.Fatal(err)
-				}
+				p = crasher.Proxy(t, opt.Addr)
 				o.Addr = p.Addr()
-				t.Cleanup(func() { p.Close() })
 			}
 			client := goredis.NewClient(&o)
 			l, err := lockredis.New(client, lockredis.WithPrefix(prefix))
@@ -54,21 +50,18 @@ func harness(t testing.TB, proxied bool) conformance.Harness {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { l.Close(); client.Close() })
-			proxies.Store(l, p)
+			crasher.Track(l, p)
 			return l
 		},
-		Crash: func(t testing.TB, l locker.Locker) {
-			p, _ := proxies.Load(l)
-			p.(*faultproxy.Proxy).Cut()
-		},
+		Crash: crasher.Crash,
 		// Count is held locks plus queued waiters.
 		Count: func(t testing.TB, keyPrefix string) int {
 			ctx := context.Background()
-			locks, err := admin.Keys(ctx, lockredis.GlobEscape(prefix+"lock:"+keyPrefix)+"*").Result()
+			locks, err := admin.Keys(ctx, rediskey.MatchPrefix(prefix+"lock:"+keyPrefix)).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
-			queues, err := admin.Keys(ctx, lockredis.GlobEscape(prefix+"queue:"+keyPrefix)+"*").Result()
+			queues, err := admin.Keys(ctx, rediskey.MatchPrefix(prefix+"queue:"+keyPrefix)).Result()
 			if err != nil {
 				t.Fatal(err)
 			}

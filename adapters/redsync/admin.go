@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/rediskey"
 )
 
 // adminTimeout bounds each master's part of an operator's call: longer
@@ -29,7 +30,7 @@ type record struct {
 // Status returns the owner that holds key on a quorum of masters, or
 // ErrNotHeld.
 func (l *Locker) Status(ctx context.Context, key string) (locker.LockInfo, error) {
-	if err := locker.ValidateKey(key); err != nil {
+	if err := l.set.CheckKey(key); err != nil {
 		return locker.LockInfo{}, err
 	}
 	now := time.Now()
@@ -87,7 +88,7 @@ func (l *Locker) Status(ctx context.Context, key string) (locker.LockInfo, error
 
 // List returns the locks held on a quorum whose keys begin with prefix.
 func (l *Locker) List(ctx context.Context, prefix string) ([]locker.LockInfo, error) {
-	match := globEscape(l.lockKey(prefix)) + "*"
+	match := rediskey.MatchPrefix(l.lockKey(prefix))
 	res := each(ctx, l, adminTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) ([]string, error) {
 		var keys []string
 		iter := c.Scan(ctx, 0, match, 1000).Iterator()
@@ -132,7 +133,7 @@ func (l *Locker) List(ctx context.Context, prefix string) ([]locker.LockInfo, er
 // release. The holder's next keep-alive finds its records gone on a quorum
 // and reports the lease lost.
 func (l *Locker) ForceUnlock(ctx context.Context, key string) error {
-	if err := locker.ValidateKey(key); err != nil {
+	if err := l.set.CheckKey(key); err != nil {
 		return err
 	}
 	res := each(ctx, l, adminTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) ([]int64, error) {
@@ -146,17 +147,4 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) error {
 		return locker.Unavailable(errors.Join(t.errs...))
 	}
 	return fmt.Errorf("%w: %q", locker.ErrNotHeld, key)
-}
-
-// globEscape quotes the glob characters of SCAN MATCH, so a prefix such
-// as "a*" or "[x]" matches only itself.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\^-`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }

@@ -2,7 +2,6 @@ package redsync
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/conformance"
 	"github.com/locker-go/locker/internal/faultproxy"
+	"github.com/locker-go/locker/internal/rediskey"
 	"github.com/locker-go/locker/internal/testenv"
 )
 
@@ -25,8 +25,8 @@ func masterAddrs(t testing.TB) []string {
 	return addrs
 }
 
-// crashers remembers each test Locker's proxies, for Crash.
-var crashers sync.Map // *Locker -> []*faultproxy.Proxy
+// crasher cuts each test Locker's proxies, for Crash.
+var crasher faultproxy.Crasher
 
 // newLocker dials every master through a proxy of its own, so that Crash
 // can make the client vanish from all of them at once.
@@ -37,15 +37,9 @@ func newLocker(t testing.TB, addrs []string, opts ...Option) locker.Locker {
 		proxies []*faultproxy.Proxy
 	)
 	for _, a := range addrs {
-		p, err := faultproxy.New(a)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := crasher.Proxy(t, a)
 		c := goredis.NewClient(&goredis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
-		t.Cleanup(func() {
-			_ = c.Close()
-			_ = p.Close()
-		})
+		t.Cleanup(func() { _ = c.Close() })
 		clients = append(clients, c)
 		proxies = append(proxies, p)
 	}
@@ -53,7 +47,7 @@ func newLocker(t testing.TB, addrs []string, opts ...Option) locker.Locker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crashers.Store(l, proxies)
+	crasher.Track(l, proxies...)
 	return l
 }
 
@@ -64,7 +58,7 @@ func countKeys(t testing.TB, addrs []string, prefix string) int {
 	keys := map[string]bool{}
 	for _, a := range addrs {
 		c := goredis.NewClient(&goredis.Options{Addr: a})
-		iter := c.Scan(context.Background(), 0, globEscape(DefaultPrefix+"l:"+prefix)+"*", 1000).Iterator()
+		iter := c.Scan(context.Background(), 0, rediskey.MatchPrefix(DefaultPrefix+"l:"+prefix), 1000).Iterator()
 		for iter.Next(context.Background()) {
 			keys[iter.Val()] = true
 		}
@@ -86,16 +80,8 @@ func harness(t testing.TB) conformance.Harness {
 	addrs := masterAddrs(t)
 	return conformance.Harness{
 		NewLocker: func(t testing.TB) locker.Locker { return newLocker(t, addrs, WithNodeTimeout(suiteNodeTimeout)) },
-		Crash: func(t testing.TB, l locker.Locker) {
-			ps, ok := crashers.Load(l)
-			if !ok {
-				t.Fatal("Crash of a Locker that newLocker did not make")
-			}
-			for _, p := range ps.([]*faultproxy.Proxy) {
-				p.Cut()
-			}
-		},
-		Count: func(t testing.TB, prefix string) int { return countKeys(t, addrs, prefix) },
+		Crash:     crasher.Crash,
+		Count:     func(t testing.TB, prefix string) int { return countKeys(t, addrs, prefix) },
 		RoundTrip: func(ctx context.Context) error {
 			return ping(addrs[0]).Ping(ctx).Err()
 		},
@@ -167,19 +153,6 @@ func BenchmarkRound(b *testing.B) {
 				b.Fatalf("master %d: %v", i, r.err)
 			}
 		}
-	}
-}
-
-func TestGlobEscape(t *testing.T) {
-	for in, want := range map[string]string{
-		"plain": "plain", "a*": `a\*`, "a?": `a\?`, "[a]": `\[a\]`, `a\b`: `a\\b`, "a-b^": `a\-b\^`, "ключ": "ключ",
-	} {
-		if got := globEscape(in); got != want {
-			t.Errorf("globEscape(%q) = %q, want %q", in, got, want)
-		}
-	}
-	if !strings.HasPrefix(globEscape(DefaultPrefix), "locker:") {
-		t.Errorf("the default prefix needs no escaping")
 	}
 }
 

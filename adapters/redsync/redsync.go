@@ -110,10 +110,7 @@ func (l *Locker) drift(ttl time.Duration) time.Duration {
 
 // resolve checks the call's input before anything reaches a master.
 func (l *Locker) resolve(key string, opts []locker.Option) (locker.Options, error) {
-	if l.set.Closed() {
-		return locker.Options{}, locker.ErrClosed
-	}
-	o, err := locker.Resolve(key, opts...)
+	o, err := l.set.Begin(key, opts)
 	if err != nil {
 		return o, err
 	}

@@ -11,7 +11,7 @@ import (
 
 // Status returns the live holder of key, or ErrNotHeld.
 func (l *sqlLocker) Status(ctx context.Context, key string) (locker.LockInfo, error) {
-	if err := locker.ValidateKey(key); err != nil {
+	if err := l.set.CheckKey(key); err != nil {
 		return locker.LockInfo{}, err
 	}
 	q, _ := l.d.info()
@@ -34,10 +34,7 @@ func (l *sqlLocker) List(ctx context.Context, prefix string) ([]locker.LockInfo,
 // ForceUnlock deletes key's row whoever holds it and wakes its waiters; the
 // holder's next refresh finds the row gone and reports ErrLeaseLost.
 func (l *sqlLocker) ForceUnlock(ctx context.Context, key string) error {
-	if l.set.Closed() {
-		return locker.ErrClosed
-	}
-	if err := locker.ValidateKey(key); err != nil {
+	if err := l.set.CheckKey(key); err != nil {
 		return err
 	}
 	var held bool

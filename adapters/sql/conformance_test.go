@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/locker-go/locker"
@@ -25,33 +24,23 @@ import (
 func postgresHarness(t testing.TB, proxied bool) conformance.Harness {
 	u := testenv.URL(t, "LOCKER_TEST_POSTGRES")
 	db := openDB(t, "pgx", u.String())
-	var proxies sync.Map // locker.Locker -> *faultproxy.Proxy
+	var crasher faultproxy.Crasher
 	return conformance.Harness{
 		NewLocker: func(t testing.TB) locker.Locker {
 			if !proxied {
 				return open(t, u.String())
 			}
-			p, err := faultproxy.New(u.Host)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = p.Close() })
+			p := crasher.Proxy(t, u.Host)
 			pu := *u
 			pu.Host = p.Addr()
 			l, err := locker.Open(context.Background(), pu.String())
 			if err != nil {
 				t.Fatal(err)
 			}
-			proxies.Store(l, p)
+			crasher.Track(l, p)
 			return l
 		},
-		Crash: func(t testing.TB, l locker.Locker) {
-			p, ok := proxies.Load(l)
-			if !ok {
-				t.Fatal("Crash: not a harness Locker")
-			}
-			p.(*faultproxy.Proxy).Cut()
-		},
+		Crash: crasher.Crash,
 		Count: func(t testing.TB, prefix string) int {
 			return count(t, db, `SELECT count(*) FROM locker_locks WHERE left("key", char_length($1)) = $1`, prefix)
 		},

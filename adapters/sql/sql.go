@@ -107,10 +107,7 @@ func newLocker(ctx context.Context, gdb *gorm.DB, owned bool, opts ...Option) (l
 
 // Lock blocks until key is held or ctx ends.
 func (l *sqlLocker) Lock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
-	if l.set.Closed() {
-		return nil, locker.ErrClosed
-	}
-	o, err := locker.Resolve(key, opts...)
+	o, err := l.set.Begin(key, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -141,10 +138,7 @@ const (
 
 // TryLock makes one attempt and returns ErrLocked if another owner holds key.
 func (l *sqlLocker) TryLock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
-	if l.set.Closed() {
-		return nil, locker.ErrClosed
-	}
-	o, err := locker.Resolve(key, opts...)
+	o, err := l.set.Begin(key, opts)
 	if err != nil {
 		return nil, err
 	}

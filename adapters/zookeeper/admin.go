@@ -17,11 +17,8 @@ import (
 // Locker, not in ZooKeeper), else 1. Expires is zero: the lock lives as
 // long as the holder's session.
 func (z *Locker) Status(ctx context.Context, key string) (locker.LockInfo, error) {
-	if err := locker.ValidateKey(key); err != nil {
+	if err := z.set.CheckKey(key); err != nil {
 		return locker.LockInfo{}, err
-	}
-	if z.set.Closed() {
-		return locker.LockInfo{}, locker.ErrClosed
 	}
 	ctx, stop := z.set.Context(ctx)
 	defer stop()
@@ -70,11 +67,8 @@ func (z *Locker) List(ctx context.Context, prefix string) ([]locker.LockInfo, er
 // ForceUnlock deletes the holder's node; the next in the queue then holds
 // the key. The holder's watch on its own node reports its lease lost.
 func (z *Locker) ForceUnlock(ctx context.Context, key string) error {
-	if err := locker.ValidateKey(key); err != nil {
+	if err := z.set.CheckKey(key); err != nil {
 		return err
-	}
-	if z.set.Closed() {
-		return locker.ErrClosed
 	}
 	ctx, stop := z.set.Context(ctx)
 	defer stop()

@@ -53,10 +53,7 @@ func (z *Locker) TryLock(ctx context.Context, key string, opts ...locker.Option)
 }
 
 func (z *Locker) acquire(ctx context.Context, key string, try bool, opts []locker.Option) (locker.Lease, error) {
-	if z.set.Closed() {
-		return nil, locker.ErrClosed
-	}
-	o, err := locker.Resolve(key, opts...)
+	o, err := z.set.Begin(key, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -59,7 +58,7 @@ func root(u *url.URL) string {
 // its own faultproxy, so Crash can cut it off.
 func harness(t testing.TB, u *url.URL, proxied bool) conformance.Harness {
 	raw := rawConn(t, u)
-	var proxies sync.Map // locker.Locker → *faultproxy.Proxy
+	var crasher faultproxy.Crasher
 	return conformance.Harness{
 		NewLocker: func(t testing.TB) locker.Locker {
 			lu := *u
@@ -68,28 +67,18 @@ func harness(t testing.TB, u *url.URL, proxied bool) conformance.Harness {
 			lu.RawQuery = q.Encode()
 			var p *faultproxy.Proxy
 			if proxied {
-				var err error
-				if p, err = faultproxy.New(strings.Split(u.Host, ",")[0]); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { p.Close() })
+				p = crasher.Proxy(t, strings.Split(u.Host, ",")[0])
 				lu.Host = p.Addr()
 			}
 			l, err := locker.Open(context.Background(), lu.String())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p != nil {
-				proxies.Store(l, p)
-			}
+			crasher.Track(l, p)
 			return l
 		},
 		Crash: func(t testing.TB, l locker.Locker) {
-			p, ok := proxies.Load(l)
-			if !ok {
-				t.Fatal("Crash of a Locker without a proxy")
-			}
-			p.(*faultproxy.Proxy).Cut()
+			crasher.Crash(t, l)
 			t.Cleanup(func() { _ = l.Close() }) // only stops its goroutines
 		},
 		Count: func(t testing.TB, prefix string) int {

@@ -254,6 +254,24 @@ func (s *Set) remove(l *Lease) {
 	s.mu.Unlock()
 }
 
+// Begin starts a Lock or TryLock call: ErrClosed once Close was called,
+// else the resolved options, or why they are bad. Either way nothing has
+// reached the backend yet.
+func (s *Set) Begin(key string, opts []locker.Option) (locker.Options, error) {
+	if s.Closed() {
+		return locker.Options{}, locker.ErrClosed
+	}
+	return locker.Resolve(key, opts...)
+}
+
+// CheckKey starts an admin call on key: ErrClosed, ErrInvalidKey or nil.
+func (s *Set) CheckKey(key string) error {
+	if s.Closed() {
+		return locker.ErrClosed
+	}
+	return locker.ValidateKey(key)
+}
+
 // Closed reports whether Close was called.
 func (s *Set) Closed() bool {
 	s.mu.Lock()
