@@ -488,6 +488,17 @@ func testClosed(t *testing.T, h Harness) {
 	if err := lease.Refresh(testCtx(t)); !errors.Is(err, locker.ErrClosed) {
 		t.Errorf("Refresh after Close = %v, want ErrClosed", err)
 	}
+	if adm, ok := a.(locker.Admin); ok {
+		if _, err := adm.Status(testCtx(t), key); !errors.Is(err, locker.ErrClosed) {
+			t.Errorf("Status after Close = %v, want ErrClosed", err)
+		}
+		if _, err := adm.List(testCtx(t), key); !errors.Is(err, locker.ErrClosed) {
+			t.Errorf("List after Close = %v, want ErrClosed", err)
+		}
+		if err := adm.ForceUnlock(testCtx(t), key); !errors.Is(err, locker.ErrClosed) {
+			t.Errorf("ForceUnlock after Close = %v, want ErrClosed", err)
+		}
+	}
 	waitDone(t, lease, slack)
 	ctx, cancel := context.WithTimeout(context.Background(), slack)
 	defer cancel()

@@ -39,6 +39,9 @@ func (l *Locker) Status(ctx context.Context, key string) (locker.LockInfo, error
 
 // List implements locker.Admin.
 func (l *Locker) List(ctx context.Context, prefix string) ([]locker.LockInfo, error) {
+	if err := l.set.Check(); err != nil {
+		return nil, err
+	}
 	rctx, cancel := l.rpc(ctx)
 	defer cancel()
 	resp, err := l.client.Get(rctx, l.prefix+escape(prefix), clientv3.WithPrefix())

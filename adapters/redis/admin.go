@@ -40,8 +40,8 @@ func (l *Locker) Status(ctx context.Context, key string) (locker.LockInfo, error
 
 // List returns the held locks whose keys begin with prefix, sorted by key.
 func (l *Locker) List(ctx context.Context, prefix string) ([]locker.LockInfo, error) {
-	if l.set.Closed() {
-		return nil, locker.ErrClosed
+	if err := l.set.Check(); err != nil {
+		return nil, err
 	}
 	match := rediskey.MatchPrefix(l.lockKey(prefix))
 	var (

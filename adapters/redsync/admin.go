@@ -88,6 +88,9 @@ func (l *Locker) Status(ctx context.Context, key string) (locker.LockInfo, error
 
 // List returns the locks held on a quorum whose keys begin with prefix.
 func (l *Locker) List(ctx context.Context, prefix string) ([]locker.LockInfo, error) {
+	if err := l.set.Check(); err != nil {
+		return nil, err
+	}
 	match := rediskey.MatchPrefix(l.lockKey(prefix))
 	res := each(ctx, l, adminTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) ([]string, error) {
 		var keys []string

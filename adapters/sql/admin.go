@@ -55,8 +55,8 @@ func (l *sqlLocker) ForceUnlock(ctx context.Context, key string) error {
 }
 
 func (l *sqlLocker) query(ctx context.Context, q string, args ...any) ([]locker.LockInfo, error) {
-	if l.set.Closed() {
-		return nil, locker.ErrClosed
+	if err := l.set.Check(); err != nil {
+		return nil, err
 	}
 	var infos []locker.LockInfo
 	err := l.retry(ctx, func(ctx context.Context) error {

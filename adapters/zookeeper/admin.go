@@ -28,8 +28,8 @@ func (z *Locker) Status(ctx context.Context, key string) (locker.LockInfo, error
 
 // List returns the held locks whose keys begin with prefix, sorted by key.
 func (z *Locker) List(ctx context.Context, prefix string) ([]locker.LockInfo, error) {
-	if z.set.Closed() {
-		return nil, locker.ErrClosed
+	if err := z.set.Check(); err != nil {
+		return nil, err
 	}
 	ctx, stop := z.set.Context(ctx)
 	defer stop()

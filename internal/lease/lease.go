@@ -266,10 +266,18 @@ func (s *Set) Begin(key string, opts []locker.Option) (locker.Options, error) {
 
 // CheckKey starts an admin call on key: ErrClosed, ErrInvalidKey or nil.
 func (s *Set) CheckKey(key string) error {
+	if err := s.Check(); err != nil {
+		return err
+	}
+	return locker.ValidateKey(key)
+}
+
+// Check starts any other call: ErrClosed once Close was called, else nil.
+func (s *Set) Check() error {
 	if s.Closed() {
 		return locker.ErrClosed
 	}
-	return locker.ValidateKey(key)
+	return nil
 }
 
 // Closed reports whether Close was called.
