@@ -1,0 +1,272 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/locker-go/locker"
+)
+
+// benchResult is what `locker bench` measured on one backend. Times are in
+// milliseconds.
+type benchResult struct {
+	Backend string  `json:"backend"` // the URL, redacted
+	Label   string  `json:"label"`
+	Workers int     `json:"workers"`
+	Ops     int     `json:"ops"`
+	HoldMS  float64 `json:"hold_ms"`
+	// Uncontended: one client locks and unlocks a key of its own.
+	LockUnlockP50 float64 `json:"lock_unlock_p50_ms"`
+	LockUnlockP99 float64 `json:"lock_unlock_p99_ms"`
+	// RoundTrip is one Status query, the nearest thing to a plain round trip
+	// every backend offers; RTTx is lock+unlock p50 in multiples of it.
+	RoundTrip float64 `json:"round_trip_ms,omitempty"`
+	RTTx      float64 `json:"rtt_x,omitempty"`
+	// Contended: Workers clients, each its own Locker, take one key in turn.
+	OpsPerSec float64 `json:"contended_ops_per_sec"`
+	WaitP50   float64 `json:"wait_p50_ms"`
+	WaitP99   float64 `json:"wait_p99_ms"`
+	Fairness  float64 `json:"fairness_jain"`
+	PerWorker []int   `json:"acquisitions_per_worker"`
+	Error     string  `json:"error,omitempty"`
+}
+
+type benchConfig struct {
+	workers, ops int
+	hold         time.Duration
+}
+
+func (e env) bench(ctx context.Context, args []string) error {
+	fs := newFlags("bench")
+	var backends stringsFlag
+	fs.Var(&backends, "backend", "backend URL (repeat to compare backends)")
+	workers := fs.Int("workers", 8, "contending clients, each with its own Locker")
+	ops := fs.Int("ops", 1000, "lock+unlock operations per phase")
+	hold := fs.Duration("hold", time.Millisecond, "how long each contended acquisition holds the key")
+	jsonOut := fs.Bool("json", false, "print JSON instead of a table")
+	plot := fs.String("plot", "", "write an SVG bar chart comparing the backends to `FILE`")
+	pos, err := parseInterleaved(fs, args)
+	switch {
+	case err != nil:
+		return err
+	case len(pos) > 0:
+		return usageErrorf("bench: unexpected argument %q (backends go in --backend URL)", pos[0])
+	case *workers < 1 || *ops < 1 || *hold < 0:
+		return usageErrorf("bench: --workers and --ops must be at least 1, --hold not negative")
+	}
+	if len(backends) == 0 {
+		raw, err := e.backendURL("")
+		if err != nil {
+			return err
+		}
+		backends = append(backends, raw)
+	}
+	ctx, cancel := signalContext(ctx)
+	defer cancel()
+	cfg := benchConfig{workers: *workers, ops: *ops, hold: *hold}
+	var (
+		results []benchResult
+		first   error
+	)
+	for _, raw := range backends {
+		r, err := e.benchOne(ctx, raw, cfg)
+		if err != nil {
+			r.Error = scrub(err.Error())
+			if first == nil {
+				first = err
+			}
+		}
+		results = append(results, r)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if *jsonOut {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(results); err != nil {
+			return err
+		}
+	} else {
+		e.benchTable(results)
+	}
+	if *plot != "" {
+		if err := os.WriteFile(*plot, []byte(plotSVG(results, cfg)), 0o644); err != nil {
+			return fmt.Errorf("writing the plot: %w", err)
+		}
+	}
+	return first
+}
+
+func (e env) benchOne(ctx context.Context, raw string, cfg benchConfig) (benchResult, error) {
+	r := benchResult{Backend: redactURL(raw), Label: shortName(raw), Workers: cfg.workers, Ops: cfg.ops, HoldMS: ms(cfg.hold)}
+	clients := make([]*backend, 0, cfg.workers+1)
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	for range cfg.workers + 1 {
+		b, err := e.open(ctx, raw)
+		if err != nil {
+			return r, err
+		}
+		clients = append(clients, b)
+	}
+	prefix := "locker-bench/" + strings.ToLower(rand.Text()[:8]) + "/"
+	bar := newProgress(e.stderr, r.Label, 2*cfg.ops)
+	defer bar.finish()
+
+	solo := clients[0]
+	lats, err := uncontended(ctx, solo.Locker, prefix+"solo", cfg.ops, bar)
+	if err != nil {
+		return r, solo.explain(err)
+	}
+	r.LockUnlockP50, r.LockUnlockP99 = ms(quantile(lats, 0.5)), ms(quantile(lats, 0.99))
+	if rtt := roundTrip(ctx, solo.Locker, prefix+"free"); rtt > 0 {
+		r.RoundTrip = ms(rtt)
+		r.RTTx = float64(quantile(lats, 0.5)) / float64(rtt)
+	}
+
+	lockers := make([]locker.Locker, cfg.workers)
+	for i := range lockers {
+		lockers[i] = clients[i+1].Locker
+	}
+	c, err := contend(ctx, lockers, prefix+"contended", cfg.ops, cfg.hold, bar)
+	if err != nil {
+		return r, solo.explain(err)
+	}
+	r.OpsPerSec = float64(c.ops) / c.elapsed.Seconds()
+	r.WaitP50, r.WaitP99 = ms(quantile(c.waits, 0.5)), ms(quantile(c.waits, 0.99))
+	r.Fairness = jain(c.perWorker)
+	r.PerWorker = c.perWorker
+	return r, nil
+}
+
+// uncontended times ops lock+unlock pairs on a key nobody else uses.
+func uncontended(ctx context.Context, l locker.Locker, key string, ops int, bar *progress) ([]time.Duration, error) {
+	lats := make([]time.Duration, 0, ops)
+	for range ops {
+		t0 := time.Now()
+		lease, err := l.Lock(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if err := lease.Unlock(ctx); err != nil {
+			return nil, fmt.Errorf("unlock: %w", err)
+		}
+		lats = append(lats, time.Since(t0))
+		bar.add(1)
+	}
+	return sorted(lats), nil
+}
+
+// roundTrip is the median of a few Status queries of a free key, or 0 when
+// the backend has no Admin.
+func roundTrip(ctx context.Context, l locker.Locker, key string) time.Duration {
+	adm, ok := l.(locker.Admin)
+	if !ok {
+		return 0
+	}
+	var ds []time.Duration
+	for range 50 {
+		t0 := time.Now()
+		if _, err := adm.Status(ctx, key); !errors.Is(err, locker.ErrNotHeld) {
+			return 0
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	return quantile(sorted(ds), 0.5)
+}
+
+// contention is what one contended run measured.
+type contention struct {
+	ops       int
+	elapsed   time.Duration
+	waits     []time.Duration // per acquisition, sorted
+	perWorker []int
+}
+
+// contend has each Locker take key in turn, ops times in all, holding it
+// for hold each time: conformance.Contend's workload, with progress.
+func contend(ctx context.Context, lockers []locker.Locker, key string, ops int, hold time.Duration, bar *progress) (contention, error) {
+	var (
+		mu    sync.Mutex
+		res   = contention{perWorker: make([]int, len(lockers))}
+		taken atomic.Int64
+		wg    sync.WaitGroup
+		first error
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if first == nil {
+			first = err
+			cancel() // stop the other workers' waits
+		}
+	}
+	start := time.Now()
+	for i, l := range lockers {
+		wg.Go(func() {
+			for taken.Add(1) <= int64(ops) {
+				t0 := time.Now()
+				lease, err := l.Lock(ctx, key)
+				if err != nil {
+					fail(err)
+					return
+				}
+				waited := time.Since(t0)
+				time.Sleep(hold) // the work under the lock
+				if err := lease.Unlock(ctx); err != nil {
+					fail(fmt.Errorf("unlock: %w", err))
+					return
+				}
+				mu.Lock()
+				res.waits = append(res.waits, waited)
+				res.perWorker[i]++
+				res.ops++
+				mu.Unlock()
+				bar.add(1)
+			}
+		})
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	sorted(res.waits)
+	return res, first
+}
+
+func (e env) benchTable(results []benchResult) {
+	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "BACKEND\tLOCK+UNLOCK p50\tp99\tRTT×\tCONTENDED ops/s\tWAIT p50\tWAIT p99\tFAIRNESS\t")
+	for _, r := range results {
+		if r.Error != "" {
+			fmt.Fprintf(w, "%s\tfailed: %s\t\t\t\t\t\t\t\n", r.Label, r.Error)
+			continue
+		}
+		rttx := "-"
+		if r.RTTx > 0 {
+			rttx = fmt.Sprintf("%.1f", r.RTTx)
+		}
+		fmt.Fprintf(w, "%s\t%.2f ms\t%.2f ms\t%s\t%.0f\t%.1f ms\t%.1f ms\t%.3f\t\n",
+			r.Label, r.LockUnlockP50, r.LockUnlockP99, rttx, r.OpsPerSec, r.WaitP50, r.WaitP99, r.Fairness)
+	}
+	w.Flush()
+	if len(results) > 0 {
+		r := results[0]
+		fmt.Fprintf(e.stdout, "\n%d ops per phase; contended: %d workers, each its own client, holding %v. "+
+			"RTT× = lock+unlock p50 / one Status query. FAIRNESS = Jain's index of acquisitions per worker (1 = even, %.3f = one worker got all).\n",
+			r.Ops, r.Workers, time.Duration(r.HoldMS*float64(time.Millisecond)), 1/float64(r.Workers))
+	}
+}

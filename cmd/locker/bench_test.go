@@ -1,0 +1,47 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestBenchJSONAndPlot(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := "sqlite://" + filepath.Join(dir, "bench.db")
+	plot := filepath.Join(dir, "bench.svg")
+	r := cli(t, testEnv(t), "bench", "--backend", db, "--ops", "30", "--workers", "3", "--hold", "1ms",
+		"--json", "--plot", plot).want(t, 0, "bench")
+	var results []benchResult
+	if err := json.Unmarshal([]byte(r.stdout), &results); err != nil {
+		t.Fatalf("bench --json printed %q: %v", r.stdout, err)
+	}
+	if len(results) != 1 {
+		t.Fatalf("%d results, want 1", len(results))
+	}
+	res := results[0]
+	sum := 0
+	for _, n := range res.PerWorker {
+		sum += n
+	}
+	switch {
+	case res.Error != "":
+		t.Errorf("bench error: %s", res.Error)
+	case len(res.PerWorker) != 3 || sum != 30:
+		t.Errorf("acquisitions per worker %v, want 3 workers and 30 in all", res.PerWorker)
+	case res.OpsPerSec <= 0 || res.LockUnlockP50 <= 0 || res.LockUnlockP99 < res.LockUnlockP50 || res.WaitP99 < res.WaitP50:
+		t.Errorf("implausible figures: %+v", res)
+	case res.Fairness <= 0 || res.Fairness > 1:
+		t.Errorf("fairness %v outside (0, 1]", res.Fairness)
+	}
+	svg, err := os.ReadFile(plot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(svg), "<svg") || !strings.Contains(string(svg), res.Label) || !strings.Contains(string(svg), "<rect") {
+		t.Errorf("the plot is not an SVG chart naming %q:\n%s", res.Label, svg)
+	}
+}
