@@ -31,10 +31,11 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...locker.Option)
 }
 
 func (l *Locker) acquire(ctx context.Context, key string, try bool, opts []locker.Option) (locker.Lease, error) {
-	o, err := l.set.Begin(key, opts)
+	o, end, err := l.set.Begin(key, opts)
 	if err != nil {
 		return nil, err
 	}
+	defer end()
 	ctx, stop := l.set.Context(ctx)
 	defer stop()
 	l.sweep(ctx)

@@ -8,8 +8,7 @@
 // Waiters queue in arrival order (a sorted set per key) and a free key goes
 // to the first live one, so Lock is fair (FIFO) and a releasing client
 // cannot barge ahead of those already waiting. The release script publishes
-// the next waiter's token on the key's channel; waiters subscribe to it (one
-// subscription per key per Locker) and only the named one wakes. Should a
+// on the next waiter's own channel, so only that waiter wakes. Should a
 // message be lost, a waiter looks again when the holder's PTTL runs out,
 // or after a third of its own TTL, which is also how it keeps its place:
 // a crashed waiter's place lapses after its TTL, as a crashed holder's
@@ -82,7 +81,7 @@ func New(client goredis.UniversalClient, opts ...Option) (locker.Locker, error) 
 		o(&cfg)
 	}
 	l := &Locker{client: client, cfg: cfg, set: lease.NewSet()}
-	l.sub = newSubscriber(client, l.channel(""))
+	l.sub = newSubscriber(client, cfg.prefix+"released:")
 	return l, nil
 }
 
@@ -92,17 +91,23 @@ func (l *Locker) lockKey(key string) string { return l.cfg.prefix + "lock:" + ke
 func (l *Locker) keys(key string) []string {
 	return []string{l.lockKey(key), l.cfg.prefix + "queue:" + key, l.cfg.prefix + "qexp:" + key}
 }
-func (l *Locker) channel(key string) string { return l.cfg.prefix + "released:" + key }
-func (l *Locker) fenceKey() string          { return l.cfg.prefix + "fence" }
+
+// channel is where the waiter with token hears that its turn has come; the
+// scripts append the token to channel(key, ""). Keys hold no NUL byte.
+func (l *Locker) channel(key, token string) string {
+	return l.cfg.prefix + "released:" + key + "\x00" + token
+}
+func (l *Locker) fenceKey() string { return l.cfg.prefix + "fence" }
 
 // Lock blocks until key is held. It queues behind earlier waiters and
 // sleeps until the release message names it, or until the holder's lease
 // or the first waiter's place lapses.
 func (l *Locker) Lock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
-	o, err := l.begin(key, opts)
+	o, end, err := l.set.Begin(key, opts)
 	if err != nil {
 		return nil, err
 	}
+	defer end()
 	ctx, stop := l.set.Context(ctx)
 	defer stop()
 	token := rand.Text()
@@ -113,30 +118,27 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...locker.Option) (l
 			return lease, min(retry, o.TTL/3), err
 		},
 		func(ctx context.Context) (<-chan struct{}, func(), error) {
-			return l.sub.hub.SubscribeTagged(ctx, key, token)
+			return l.sub.hub.Subscribe(ctx, key+"\x00"+token)
 		})
 	if err != nil {
 		// Leave the queue, whatever ended the wait, so no place of ours
 		// holds up the next owner. ctx may be over: use a fresh one.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		_ = abandonScript.Run(actx, l.client, l.keys(key), token, l.channel(key)).Err()
+		_ = abandonScript.Run(actx, l.client, l.keys(key), token, l.channel(key, "")).Err()
 	}
 	return lease, err
 }
 
 // TryLock makes one attempt; ErrLocked if another owner holds key.
 func (l *Locker) TryLock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
-	o, err := l.begin(key, opts)
+	o, end, err := l.set.Begin(key, opts)
 	if err != nil {
 		return nil, err
 	}
+	defer end()
 	lease, _, err := l.attempt(ctx, key, "", o)
 	return lease, err
-}
-
-func (l *Locker) begin(key string, opts []locker.Option) (locker.Options, error) {
-	return l.set.Begin(key, opts)
 }
 
 // attempt runs the acquire script once. A waiter passes its token, which
@@ -201,7 +203,7 @@ func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 }
 
 func (h *hold) Release(ctx context.Context) error {
-	ok, err := releaseScript.Run(ctx, h.l.client, h.l.keys(h.key), h.owner, rand.Text(), h.l.channel(h.key)).Int()
+	ok, err := releaseScript.Run(ctx, h.l.client, h.l.keys(h.key), h.owner, rand.Text(), h.l.channel(h.key, "")).Int()
 	if err != nil {
 		return backendErr(ctx, err)
 	}

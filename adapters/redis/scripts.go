@@ -12,9 +12,11 @@ import goredis "github.com/redis/go-redis/v9"
 // go-redis retries after a lost reply is not applied twice. A free lock
 // goes to the first live waiter in the queue (FIFO); a waiter refreshes its
 // place each time it looks, so a crashed waiter's place lapses like a
-// crashed holder's lease. The release publishes the next waiter's token on
-// the key's channel, so only that waiter wakes. Redis drops a queue or hash
-// when it empties, so nothing is left once all waiters are gone.
+// crashed holder's lease. Each waiter listens on a channel of its own,
+// released:<key>\x00<token>, and the release publishes on the next
+// waiter's channel only, so one client wakes per handoff. Redis drops a
+// queue or hash when it empties, so nothing is left once all waiters are
+// gone.
 
 // prelude holds the helpers every script shares.
 const prelude = `
@@ -41,10 +43,11 @@ local function leave(q, qx, token)
   redis.call('ZREM', q, token)
   redis.call('HDEL', qx, token)
 end
+-- announce wakes the first live waiter, if any, on its own channel.
 local function announce(q, qx, channel)
-  local h = ''
-  if redis.call('EXISTS', q) == 1 then h = head(q, qx, now_ms()) or '' end
-  redis.call('PUBLISH', channel, h)
+  if redis.call('EXISTS', q) == 0 then return end
+  local h = head(q, qx, now_ms())
+  if h then redis.call('PUBLISH', channel .. h, '') end
 end
 `
 
@@ -82,7 +85,7 @@ redis.call('SET', KEYS[1], string.format('%d:1:%s:%s', f, ARGV[3], ARGV[1]), 'PX
 return {1, f}
 `)
 
-// releaseScript: KEYS lock, queue, qexp; ARGV owner, op, channel. Drops one
+// releaseScript: KEYS lock, queue, qexp; ARGV owner, op, channel prefix (released:<key>\x00). Drops one
 // hold; the last one deletes the lock and wakes the first waiter.
 // Returns 1 if the hold was ours, 0 if not.
 var releaseScript = goredis.NewScript(prelude + `
@@ -114,7 +117,7 @@ end
 return 1
 `)
 
-// abandonScript: KEYS lock, queue, qexp; ARGV token, channel. A Lock that
+// abandonScript: KEYS lock, queue, qexp; ARGV token, channel prefix. A Lock that
 // gives up leaves the queue; if the lock is free, the next waiter is woken
 // (it may have been waiting behind us).
 var abandonScript = goredis.NewScript(prelude + `
@@ -123,7 +126,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then announce(KEYS[2], KEYS[3], ARGV[2]) e
 return 1
 `)
 
-// forceScript: KEYS lock, queue, qexp; ARGV channel. The admin release.
+// forceScript: KEYS lock, queue, qexp; ARGV channel prefix. The admin release.
 var forceScript = goredis.NewScript(prelude + `
 if redis.call('DEL', KEYS[1]) == 0 then return 0 end
 announce(KEYS[2], KEYS[3], ARGV[1])

@@ -77,8 +77,8 @@ func (s *subscriber) dispatch(msgs <-chan any, done chan struct{}) {
 	defer close(done)
 	for m := range msgs {
 		switch m := m.(type) {
-		case *goredis.Message: // the payload is the waiter whose turn it is
-			s.hub.NotifyTagged(strings.TrimPrefix(m.Channel, s.prefix), m.Payload)
+		case *goredis.Message: // a waiter's turn has come
+			s.hub.Notify(strings.TrimPrefix(m.Channel, s.prefix))
 		case *goredis.Subscription:
 			if m.Kind != "subscribe" {
 				continue

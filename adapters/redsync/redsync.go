@@ -109,24 +109,26 @@ func (l *Locker) drift(ttl time.Duration) time.Duration {
 }
 
 // resolve checks the call's input before anything reaches a master.
-func (l *Locker) resolve(key string, opts []locker.Option) (locker.Options, error) {
-	o, err := l.set.Begin(key, opts)
+func (l *Locker) resolve(key string, opts []locker.Option) (locker.Options, func(), error) {
+	o, end, err := l.set.Begin(key, opts)
 	if err != nil {
-		return o, err
+		return o, nil, err
 	}
 	if o.TTL <= l.drift(o.TTL)+l.cfg.nodeTimeout {
-		return o, fmt.Errorf("%w: %v leaves no validity after the drift allowance and a node timeout", locker.ErrInvalidTTL, o.TTL)
+		end()
+		return o, nil, fmt.Errorf("%w: %v leaves no validity after the drift allowance and a node timeout", locker.ErrInvalidTTL, o.TTL)
 	}
-	return o, nil
+	return o, end, nil
 }
 
 // Lock acquires key on a quorum of masters, waiting for release
 // notifications while another owner holds it.
 func (l *Locker) Lock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
-	o, err := l.resolve(key, opts)
+	o, end, err := l.resolve(key, opts)
 	if err != nil {
 		return nil, err
 	}
+	defer end()
 	ctx, stop := l.set.Context(ctx)
 	defer stop()
 	var last time.Duration // how long our last attempt took
@@ -165,10 +167,11 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // TryLock makes one Redlock attempt; ErrLocked if another owner holds key.
 func (l *Locker) TryLock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
-	o, err := l.resolve(key, opts)
+	o, end, err := l.resolve(key, opts)
 	if err != nil {
 		return nil, err
 	}
+	defer end()
 	ctx, stop := l.set.Context(ctx)
 	defer stop()
 	lease, _, err := l.attempt(ctx, key, o, false)

@@ -107,10 +107,11 @@ func newLocker(ctx context.Context, gdb *gorm.DB, owned bool, opts ...Option) (l
 
 // Lock blocks until key is held or ctx ends.
 func (l *sqlLocker) Lock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
-	o, err := l.set.Begin(key, opts)
+	o, end, err := l.set.Begin(key, opts)
 	if err != nil {
 		return nil, err
 	}
+	defer end()
 	ctx, stop := l.set.Context(ctx)
 	defer stop()
 	backoff := pollMin
@@ -138,10 +139,11 @@ const (
 
 // TryLock makes one attempt and returns ErrLocked if another owner holds key.
 func (l *sqlLocker) TryLock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
-	o, err := l.set.Begin(key, opts)
+	o, end, err := l.set.Begin(key, opts)
 	if err != nil {
 		return nil, err
 	}
+	defer end()
 	ctx, stop := l.set.Context(ctx)
 	defer stop()
 	lease, _, err := l.attempt(ctx, key, o)

@@ -53,10 +53,11 @@ func (z *Locker) TryLock(ctx context.Context, key string, opts ...locker.Option)
 }
 
 func (z *Locker) acquire(ctx context.Context, key string, try bool, opts []locker.Option) (locker.Lease, error) {
-	o, err := z.set.Begin(key, opts)
+	o, end, err := z.set.Begin(key, opts)
 	if err != nil {
 		return nil, err
 	}
+	defer end()
 	if o.TTL < z.cfg.sessionTimeout {
 		return nil, fmt.Errorf("%w: %v is below the ZooKeeper session timeout %v, for which a crashed holder keeps the key",
 			locker.ErrInvalidTTL, o.TTL, z.cfg.sessionTimeout)

@@ -48,12 +48,18 @@ type Lease struct {
 	cfg  Config
 	set  *Set
 	done chan struct{}
-	kick chan struct{} // re-arms the timer loop after a manual Refresh
+	tick sync.Mutex // one timer callback at a time
 
-	unlockMu sync.Mutex // one Release per lease, however many Unlock calls race
+	// opMu orders a lease's backend calls: one Release however many Unlock
+	// calls race, and no renewal overlapping it, so a renewal that finds
+	// the lock gone after our own Unlock cannot call the lease lost.
+	opMu sync.Mutex
 
 	mu       sync.Mutex
 	deadline time.Time
+	next     time.Time     // next renewal, with keep-alive
+	every    time.Duration // renewal period: TTL/3, or less if the validity is short
+	timer    *time.Timer   // wakes onTimer at min(next, deadline)
 	err      error
 }
 
@@ -67,16 +73,21 @@ func New(set *Set, cfg Config) (*Lease, error) {
 		cfg:      cfg,
 		set:      set,
 		done:     make(chan struct{}),
-		kick:     make(chan struct{}, 1),
 		deadline: cfg.Start.Add(cfg.Validity),
 	}
+	l.every = renewEvery(cfg.TTL, cfg.Validity)
+	l.next = cfg.Start.Add(l.every)
 	if !set.add(l) {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.TTL)
 		defer cancel()
 		_ = cfg.Ops.Release(ctx)
 		return nil, locker.ErrClosed
 	}
-	go l.run()
+	// A timer, not a goroutine: a lease unlocked before its first renewal
+	// never costs a goroutine or a wake-up.
+	l.mu.Lock()
+	l.timer = time.AfterFunc(l.wakeIn(), l.onTimer)
+	l.mu.Unlock()
 	return l, nil
 }
 
@@ -105,14 +116,16 @@ func (l *Lease) Refresh(ctx context.Context) error {
 	if err := l.refresh(ctx); err != nil {
 		return err
 	}
-	select { // let the timer loop see the new deadline
-	case l.kick <- struct{}{}:
-	default:
-	}
+	l.mu.Lock()
+	l.next = time.Now().Add(l.every)
+	l.rearm()
+	l.mu.Unlock()
 	return nil
 }
 
 func (l *Lease) refresh(ctx context.Context) error {
+	l.opMu.Lock()
+	defer l.opMu.Unlock()
 	if l.Err() != nil {
 		return locker.ErrNotHeld
 	}
@@ -126,11 +139,22 @@ func (l *Lease) refresh(ctx context.Context) error {
 		return err
 	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil { // it ended at its deadline while we were renewing
+		return locker.ErrNotHeld
+	}
 	if d := start.Add(valid); d.After(l.deadline) {
 		l.deadline = d
 	}
-	l.mu.Unlock()
+	l.every = renewEvery(l.cfg.TTL, valid)
 	return nil
+}
+
+// renewEvery is the keep-alive period: a third of the TTL, or half the
+// validity a backend grants if that is shorter (Redlock's drift, a
+// session shorter than the TTL), so a renewal always comes in time.
+func renewEvery(ttl, valid time.Duration) time.Duration {
+	return max(min(ttl/3, valid/2), time.Millisecond)
 }
 
 // Unlock releases one hold through Ops.Release.
@@ -142,8 +166,8 @@ func (l *Lease) Unlock(ctx context.Context) error {
 }
 
 func (l *Lease) unlock(ctx context.Context) error {
-	l.unlockMu.Lock()
-	defer l.unlockMu.Unlock()
+	l.opMu.Lock()
+	defer l.opMu.Unlock()
 	if l.Err() != nil {
 		return locker.ErrNotHeld
 	}
@@ -169,62 +193,80 @@ func (l *Lease) end(err error) bool {
 		return false
 	}
 	l.err = err
+	if l.timer != nil {
+		l.timer.Stop()
+	}
 	l.mu.Unlock()
 	close(l.done)
 	l.set.remove(l)
 	return true
 }
 
-// run renews the lease every TTL/3 while keep-alive is on, and ends it as
-// lost once its deadline passes without a successful renewal.
-func (l *Lease) run() {
-	interval := l.cfg.TTL / 3
-	next := l.cfg.Start.Add(interval)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		deadline := l.Deadline()
-		wake := deadline
-		if l.cfg.KeepAlive && next.Before(deadline) {
-			wake = next
+// wakeIn is how long until the timer must act: the next renewal with
+// keep-alive, else the deadline. Callers hold l.mu.
+func (l *Lease) wakeIn() time.Duration {
+	wake := l.deadline
+	if l.cfg.KeepAlive && l.next.Before(wake) {
+		wake = l.next
+	}
+	return time.Until(wake)
+}
+
+// rearm resets the timer for the current next/deadline. Callers hold l.mu.
+func (l *Lease) rearm() {
+	if l.err == nil && l.timer != nil {
+		l.timer.Reset(l.wakeIn())
+	}
+}
+
+// onTimer renews the lease every TTL/3 while keep-alive is on, and ends it
+// as lost once its deadline passes without a successful renewal.
+func (l *Lease) onTimer() {
+	if !l.tick.TryLock() {
+		return // another callback is at work and will re-arm the timer
+	}
+	defer l.tick.Unlock()
+	if l.Err() != nil {
+		return
+	}
+	l.mu.Lock()
+	renew := l.cfg.KeepAlive && !time.Now().Before(l.next)
+	l.mu.Unlock()
+	if renew {
+		ctx, cancel := context.WithDeadline(context.Background(), l.Deadline())
+		err := l.refresh(ctx)
+		cancel()
+		if errors.Is(err, locker.ErrNotHeld) {
+			return // refresh ended the lease
 		}
-		timer.Reset(time.Until(wake))
-		select {
-		case <-l.done:
-			return
-		case <-l.kick:
-			next = time.Now().Add(interval)
-			continue
-		case <-timer.C:
-		}
-		if l.cfg.KeepAlive {
-			ctx, cancel := context.WithDeadline(context.Background(), l.Deadline())
-			err := l.refresh(ctx)
-			cancel()
-			switch {
-			case err == nil:
-				next = time.Now().Add(interval)
-				continue
-			case errors.Is(err, locker.ErrNotHeld):
-				return // refresh ended the lease
-			}
+		l.mu.Lock()
+		if err == nil {
+			l.next = time.Now().Add(l.every)
+		} else {
 			// A failed renewal is retried, a little sooner each time, until
 			// the deadline; the backend may be back before then.
-			next = time.Now().Add(min(interval, max(time.Until(l.Deadline())/4, 10*time.Millisecond)))
+			l.next = time.Now().Add(min(l.every, max(time.Until(l.deadline)/4, 10*time.Millisecond)))
 		}
-		if !time.Now().Before(l.Deadline()) && l.end(locker.ErrLeaseLost) {
+		l.mu.Unlock()
+	}
+	if !time.Now().Before(l.Deadline()) {
+		if l.end(locker.ErrLeaseLost) {
 			if e, ok := l.cfg.Ops.(Expirer); ok {
 				ctx, cancel := context.WithTimeout(context.Background(), l.cfg.TTL)
 				e.Expire(ctx)
 				cancel()
 			}
-			return
 		}
+		return
 	}
+	l.mu.Lock()
+	l.rearm()
+	l.mu.Unlock()
 }
 
 // Set tracks the live leases of one Locker, for Close.
 type Set struct {
+	calls  sync.WaitGroup // Lock and TryLock calls under way, which Close waits for
 	mu     sync.Mutex
 	closed bool
 	leases map[*Lease]struct{}
@@ -256,12 +298,23 @@ func (s *Set) remove(l *Lease) {
 
 // Begin starts a Lock or TryLock call: ErrClosed once Close was called,
 // else the resolved options, or why they are bad. Either way nothing has
-// reached the backend yet.
-func (s *Set) Begin(key string, opts []locker.Option) (locker.Options, error) {
-	if s.Closed() {
-		return locker.Options{}, locker.ErrClosed
+// reached the backend yet. On success the caller must call end when the
+// call returns: Close waits for calls under way, so that their clean-up
+// (leaving a queue, undoing a late grant) runs before the adapter closes
+// its client.
+func (s *Set) Begin(key string, opts []locker.Option) (o locker.Options, end func(), err error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return locker.Options{}, nil, locker.ErrClosed
 	}
-	return locker.Resolve(key, opts...)
+	s.calls.Add(1)
+	s.mu.Unlock()
+	if o, err = locker.Resolve(key, opts...); err != nil {
+		s.calls.Done()
+		return locker.Options{}, nil, err
+	}
+	return o, s.calls.Done, nil
 }
 
 // CheckKey starts an admin call on key: ErrClosed, ErrInvalidKey or nil.
@@ -311,6 +364,7 @@ func (s *Set) Close(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	s.cancel(locker.ErrClosed)
+	s.calls.Wait() // they end promptly: their contexts were just cancelled
 	var wg sync.WaitGroup
 	for _, l := range leases {
 		wg.Go(func() {

@@ -138,6 +138,7 @@ func TestSetClose(t *testing.T) {
 	if ops.releases.Load() != 1 || !errors.Is(l.Err(), locker.ErrNotHeld) {
 		t.Errorf("Close: %d releases, Err %v; want 1 and ErrNotHeld", ops.releases.Load(), l.Err())
 	}
+	<-ctx.Done() // cancelled by Close, from a goroutine of its own
 	if !errors.Is(context.Cause(ctx), locker.ErrClosed) {
 		t.Errorf("set context cause = %v, want ErrClosed", context.Cause(ctx))
 	}

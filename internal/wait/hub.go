@@ -27,7 +27,7 @@ type Hub struct {
 type entry struct {
 	op         sync.Mutex               // orders this key's backend (un)subscribe calls
 	subscribed bool                     // guarded by op
-	waiters    map[chan struct{}]string // -> the waiter's tag
+	waiters    map[chan struct{}]struct{}
 }
 
 // NewHub returns a Hub that subscribes through ch.
@@ -36,20 +36,14 @@ func NewHub(ch Channel) *Hub { return &Hub{ch: ch, keys: map[string]*entry{}} }
 // Subscribe registers a waiter for key, subscribing at the backend if it is
 // the first. Its signature fits Until once bound to a key.
 func (h *Hub) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return h.SubscribeTagged(ctx, key, "")
-}
-
-// SubscribeTagged is Subscribe for a waiter that NotifyTagged can wake
-// alone, e.g. by its place in a backend queue.
-func (h *Hub) SubscribeTagged(ctx context.Context, key, tag string) (<-chan struct{}, func(), error) {
 	c := make(chan struct{}, 1)
 	h.mu.Lock()
 	e := h.keys[key]
 	if e == nil {
-		e = &entry{waiters: map[chan struct{}]string{}}
+		e = &entry{waiters: map[chan struct{}]struct{}{}}
 		h.keys[key] = e
 	}
-	e.waiters[c] = tag
+	e.waiters[c] = struct{}{}
 	h.mu.Unlock()
 
 	e.op.Lock()
@@ -92,18 +86,12 @@ func (h *Hub) leave(key string, e *entry, c chan struct{}) {
 }
 
 // Notify wakes every waiter for key.
-func (h *Hub) Notify(key string) { h.NotifyTagged(key, "") }
-
-// NotifyTagged wakes the waiters for key tagged tag and the untagged ones;
-// an empty tag wakes them all.
-func (h *Hub) NotifyTagged(key, tag string) {
+func (h *Hub) Notify(key string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if e := h.keys[key]; e != nil {
-		for c, t := range e.waiters {
-			if tag == "" || t == "" || t == tag {
-				signal(c)
-			}
+		for c := range e.waiters {
+			signal(c)
 		}
 	}
 }
