@@ -25,8 +25,8 @@ type Hub struct {
 }
 
 type entry struct {
-	op         sync.Mutex               // orders this key's backend (un)subscribe calls
-	subscribed bool                     // guarded by op
+	op         sync.Mutex // orders this key's backend (un)subscribe calls
+	subscribed bool       // guarded by op
 	waiters    map[chan struct{}]struct{}
 }
 
