@@ -110,22 +110,18 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...locker.Option) (l
 	defer end()
 	ctx, stop := l.set.Context(ctx)
 	defer stop()
-	token := rand.Text()
+	call := rand.Text() // our place in the queue, and the op id of our attempts
 	lease, err := wait.Until(ctx, key,
 		func(ctx context.Context) (locker.Lease, time.Duration, error) {
-			lease, retry, err := l.attempt(ctx, key, token, o)
+			lease, retry, err := l.attempt(ctx, key, call, true, o)
 			// Look again within TTL/3 at the latest: that keeps our place.
 			return lease, min(retry, o.TTL/3), err
 		},
 		func(ctx context.Context) (<-chan struct{}, func(), error) {
-			return l.sub.hub.Subscribe(ctx, key+"\x00"+token)
+			return l.sub.hub.Subscribe(ctx, key+"\x00"+call)
 		})
 	if err != nil {
-		// Leave the queue, whatever ended the wait, so no place of ours
-		// holds up the next owner. ctx may be over: use a fresh one.
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = abandonScript.Run(actx, l.client, l.keys(key), token, l.channel(key, "")).Err()
+		l.abandon(ctx, key, call)
 	}
 	return lease, err
 }
@@ -137,17 +133,36 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...locker.Option)
 		return nil, err
 	}
 	defer end()
-	lease, _, err := l.attempt(ctx, key, "", o)
+	call := rand.Text()
+	lease, _, err := l.attempt(ctx, key, call, false, o)
+	if err != nil && !errors.Is(err, locker.ErrLocked) {
+		l.abandon(ctx, key, call)
+	}
 	return lease, err
 }
 
-// attempt runs the acquire script once. A waiter passes its token, which
-// queues it; TryLock passes "" and never queues.
-func (l *Locker) attempt(ctx context.Context, key, token string, o locker.Options) (locker.Lease, time.Duration, error) {
+// abandon undoes what a failed Lock or TryLock call may have left: its
+// place in the queue, and a hold that the backend granted although the
+// reply never came back (ctx ended, connection lost). ctx may be over: it
+// uses a fresh one.
+func (l *Locker) abandon(ctx context.Context, key, call string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = abandonScript.Run(ctx, l.client, l.keys(key), call, l.channel(key, "")).Err()
+}
+
+// attempt runs the acquire script once, as op call, whose id marks the
+// hold it takes (so abandon can find it) and, for a waiter (queue), its
+// place in the queue; TryLock never queues.
+func (l *Locker) attempt(ctx context.Context, key, call string, queue bool, o locker.Options) (locker.Lease, time.Duration, error) {
 	start := time.Now()
 	ttl := max(o.TTL.Milliseconds(), 1)
 	k := l.keys(key)
-	res, err := acquireScript.Run(ctx, l.client, []string{k[0], l.fenceKey(), k[1], k[2]}, o.Owner, ttl, rand.Text(), token).Int64Slice()
+	token := ""
+	if queue {
+		token = call
+	}
+	res, err := acquireScript.Run(ctx, l.client, []string{k[0], l.fenceKey(), k[1], k[2]}, o.Owner, ttl, call, token).Int64Slice()
 	if err != nil {
 		return nil, 0, backendErr(ctx, err)
 	}
@@ -161,7 +176,7 @@ func (l *Locker) attempt(ctx context.Context, key, token string, o locker.Option
 	ls, err := lease.New(l.set, lease.Config{
 		Key: key, Owner: o.Owner, Fence: uint64(res[1]),
 		TTL: o.TTL, KeepAlive: o.KeepAlive, Start: start,
-		Ops: &hold{l: l, key: key, owner: o.Owner, ttl: ttl},
+		Ops: &hold{l: l, key: key, owner: o.Owner, ttl: ttl, release: rand.Text()},
 	})
 	if err != nil {
 		return nil, 0, err
@@ -188,7 +203,8 @@ func (l *Locker) Close() error {
 type hold struct {
 	l          *Locker
 	key, owner string
-	ttl        int64 // ms
+	ttl        int64  // ms
+	release    string // op id of our Release, the same on every retry of it
 }
 
 func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
@@ -203,7 +219,7 @@ func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 }
 
 func (h *hold) Release(ctx context.Context) error {
-	ok, err := releaseScript.Run(ctx, h.l.client, h.l.keys(h.key), h.owner, rand.Text(), h.l.channel(h.key, "")).Int()
+	ok, err := releaseScript.Run(ctx, h.l.client, h.l.keys(h.key), h.owner, h.release, h.l.channel(h.key, "")).Int()
 	if err != nil {
 		return backendErr(ctx, err)
 	}

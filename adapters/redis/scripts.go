@@ -117,12 +117,24 @@ end
 return 1
 `)
 
-// abandonScript: KEYS lock, queue, qexp; ARGV token, channel prefix. A Lock that
-// gives up leaves the queue; if the lock is free, the next waiter is woken
-// (it may have been waiting behind us).
+// abandonScript: KEYS lock, queue, qexp; ARGV call, channel prefix. A
+// call that failed leaves the queue, and takes back the hold it was granted
+// if its reply was lost (the lock's op is then the call's id). If the lock
+// is free, the next waiter is woken: it may have waited behind us.
 var abandonScript = goredis.NewScript(prelude + `
 leave(KEYS[2], KEYS[3], ARGV[1])
-if redis.call('EXISTS', KEYS[1]) == 0 then announce(KEYS[2], KEYS[3], ARGV[2]) end
+local v = redis.call('GET', KEYS[1])
+if v then
+  local f, n, op, o = string.match(v, '^(%d+):(%d+):([^:]*):(.*)$')
+  if op ~= ARGV[1] then return 1 end
+  n = tonumber(n)
+  if n > 1 then
+    redis.call('SET', KEYS[1], string.format('%s:%d:%s:%s', f, n - 1, 'x' .. ARGV[1], o), 'KEEPTTL')
+    return 1
+  end
+  redis.call('DEL', KEYS[1])
+end
+announce(KEYS[2], KEYS[3], ARGV[2])
 return 1
 `)
 
