@@ -87,7 +87,7 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) error {
 	if err := l.adminCheck(key); err != nil {
 		return err
 	}
-	n, err := forceScript.Run(ctx, l.client, l.keys(key), l.channel(key, "")).Int()
+	n, err := forceScript.Run(ctx, l.client, l.keys(key), l.wakePrefix()).Int()
 	if err != nil {
 		return backendErr(ctx, err)
 	}

@@ -81,7 +81,7 @@ func New(client goredis.UniversalClient, opts ...Option) (locker.Locker, error) 
 		o(&cfg)
 	}
 	l := &Locker{client: client, cfg: cfg, set: lease.NewSet()}
-	l.sub = newSubscriber(client, cfg.prefix+"released:")
+	l.sub = newSubscriber(client, l.wakePrefix())
 	return l, nil
 }
 
@@ -92,12 +92,10 @@ func (l *Locker) keys(key string) []string {
 	return []string{l.lockKey(key), l.cfg.prefix + "queue:" + key, l.cfg.prefix + "qexp:" + key}
 }
 
-// channel is where the waiter with token hears that its turn has come; the
-// scripts append the token to channel(key, ""). Keys hold no NUL byte.
-func (l *Locker) channel(key, token string) string {
-	return l.cfg.prefix + "released:" + key + "\x00" + token
-}
-func (l *Locker) fenceKey() string { return l.cfg.prefix + "fence" }
+// wakePrefix is what the scripts prepend to a waiter's client id to name
+// the channel its turn is announced on.
+func (l *Locker) wakePrefix() string { return l.cfg.prefix + "w:" }
+func (l *Locker) fenceKey() string   { return l.cfg.prefix + "fence" }
 
 // Lock blocks until key is held. It queues behind earlier waiters and
 // sleeps until the release message names it, or until the holder's lease
@@ -110,18 +108,30 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...locker.Option) (l
 	defer end()
 	ctx, stop := l.set.Context(ctx)
 	defer stop()
-	call := rand.Text() // our place in the queue, and the op id of our attempts
-	lease, err := wait.Until(ctx, key,
-		func(ctx context.Context) (locker.Lease, time.Duration, error) {
-			lease, retry, err := l.attempt(ctx, key, call, true, o)
-			// Look again within TTL/3 at the latest: that keeps our place.
-			return lease, min(retry, o.TTL/3), err
-		},
-		func(ctx context.Context) (<-chan struct{}, func(), error) {
-			return l.sub.hub.Subscribe(ctx, key+"\x00"+call)
-		})
+	// token is our place in the queue and the op id of our attempts.
+	token := l.sub.token(rand.Text())
+	attempt := func(ctx context.Context) (locker.Lease, time.Duration, error) {
+		lease, retry, err := l.attempt(ctx, key, token, true, o)
+		// Look again within TTL/3 at the latest: that keeps our place.
+		return lease, min(retry, o.TTL/3), err
+	}
+	subscribe := func(ctx context.Context) (<-chan struct{}, func(), error) {
+		return l.sub.hub.Subscribe(ctx, token)
+	}
+	var lease locker.Lease
+	if l.sub.live() {
+		// The channel is up: listen first, then one attempt per turn.
+		var wake <-chan struct{}
+		var leave func()
+		if wake, leave, err = subscribe(ctx); err == nil {
+			lease, err = wait.Subscribed(ctx, key, attempt, wake)
+			leave()
+		}
+	} else {
+		lease, err = wait.Until(ctx, key, attempt, subscribe)
+	}
 	if err != nil {
-		l.abandon(ctx, key, call)
+		l.abandon(ctx, key, token)
 	}
 	return lease, err
 }
@@ -133,7 +143,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...locker.Option)
 		return nil, err
 	}
 	defer end()
-	call := rand.Text()
+	call := l.sub.token(rand.Text())
 	lease, _, err := l.attempt(ctx, key, call, false, o)
 	if err != nil && !errors.Is(err, locker.ErrLocked) {
 		l.abandon(ctx, key, call)
@@ -148,7 +158,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...locker.Option)
 func (l *Locker) abandon(ctx context.Context, key, call string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	_ = abandonScript.Run(ctx, l.client, l.keys(key), call, l.channel(key, "")).Err()
+	_ = abandonScript.Run(ctx, l.client, l.keys(key), call, l.wakePrefix()).Err()
 }
 
 // attempt runs the acquire script once, as op call, whose id marks the
@@ -219,7 +229,7 @@ func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 }
 
 func (h *hold) Release(ctx context.Context) error {
-	ok, err := releaseScript.Run(ctx, h.l.client, h.l.keys(h.key), h.owner, h.release, h.l.channel(h.key, "")).Int()
+	ok, err := releaseScript.Run(ctx, h.l.client, h.l.keys(h.key), h.owner, h.release, h.l.wakePrefix()).Int()
 	if err != nil {
 		return backendErr(ctx, err)
 	}

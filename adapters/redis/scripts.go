@@ -12,11 +12,11 @@ import goredis "github.com/redis/go-redis/v9"
 // go-redis retries after a lost reply is not applied twice. A free lock
 // goes to the first live waiter in the queue (FIFO); a waiter refreshes its
 // place each time it looks, so a crashed waiter's place lapses like a
-// crashed holder's lease. Each waiter listens on a channel of its own,
-// released:<key>\x00<token>, and the release publishes on the next
-// waiter's channel only, so one client wakes per handoff. Redis drops a
-// queue or hash when it empties, so nothing is left once all waiters are
-// gone.
+// crashed holder's lease. A waiter's token is "client.call"; each client
+// (Locker) listens on a channel of its own, w:<client>, and the release
+// publishes the next waiter's token there only, so one client wakes per
+// handoff. Redis drops a queue or hash when it empties, so nothing is left
+// once all waiters are gone.
 
 // prelude holds the helpers every script shares.
 const prelude = `
@@ -43,11 +43,12 @@ local function leave(q, qx, token)
   redis.call('ZREM', q, token)
   redis.call('HDEL', qx, token)
 end
--- announce wakes the first live waiter, if any, on its own channel.
-local function announce(q, qx, channel)
+-- announce wakes the first live waiter, if any: its token "client.call"
+-- goes out on the channel of its client, wake .. client.
+local function announce(q, qx, wake)
   if redis.call('EXISTS', q) == 0 then return end
   local h = head(q, qx, now_ms())
-  if h then redis.call('PUBLISH', channel .. h, '') end
+  if h then redis.call('PUBLISH', wake .. string.match(h, '^([^.]*)'), h) end
 end
 `
 
@@ -85,8 +86,9 @@ redis.call('SET', KEYS[1], string.format('%d:1:%s:%s', f, ARGV[3], ARGV[1]), 'PX
 return {1, f}
 `)
 
-// releaseScript: KEYS lock, queue, qexp; ARGV owner, op, channel prefix (released:<key>\x00). Drops one
-// hold; the last one deletes the lock and wakes the first waiter.
+// releaseScript: KEYS lock, queue, qexp; ARGV owner, op, wake channel
+// prefix. Drops one hold; the last one deletes the lock and wakes the first
+// waiter.
 // Returns 1 if the hold was ours, 0 if not.
 var releaseScript = goredis.NewScript(prelude + `
 local v = redis.call('GET', KEYS[1])
@@ -117,7 +119,7 @@ end
 return 1
 `)
 
-// abandonScript: KEYS lock, queue, qexp; ARGV call, channel prefix. A
+// abandonScript: KEYS lock, queue, qexp; ARGV call, wake channel prefix. A
 // call that failed leaves the queue, and takes back the hold it was granted
 // if its reply was lost (the lock's op is then the call's id). If the lock
 // is free, the next waiter is woken: it may have waited behind us.
@@ -138,7 +140,8 @@ announce(KEYS[2], KEYS[3], ARGV[2])
 return 1
 `)
 
-// forceScript: KEYS lock, queue, qexp; ARGV channel prefix. The admin release.
+// forceScript: KEYS lock, queue, qexp; ARGV wake channel prefix. The admin
+// release.
 var forceScript = goredis.NewScript(prelude + `
 if redis.call('DEL', KEYS[1]) == 0 then return 0 end
 announce(KEYS[2], KEYS[3], ARGV[1])

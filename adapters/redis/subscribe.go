@@ -2,7 +2,7 @@ package redis
 
 import (
 	"context"
-	"strings"
+	"crypto/rand"
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -10,87 +10,83 @@ import (
 	"github.com/locker-go/locker/internal/wait"
 )
 
-// subscriber is a Locker's one pub/sub connection. It subscribes to a
-// key's release channel while the Locker has waiters for that key and
-// wakes them through the hub. The connection is opened on first use, so
-// a Locker that never waits never holds one.
+// subscriber is a Locker's one pub/sub connection, listening on a channel
+// of the Locker's own, prefix+"w:"+id. A waiter's token is id+"."+call, so
+// a release script that finds the token at the head of a key's queue knows
+// which client's channel to publish it on, and only that client wakes. The
+// channel is subscribed when the Locker first waits and kept until Close:
+// later waits cost no subscription round trips.
 type subscriber struct {
-	client goredis.UniversalClient
-	prefix string // channel name prefix; the rest is the key
-	hub    *wait.Hub
+	client  goredis.UniversalClient
+	id      string
+	channel string
+	hub     *wait.Hub // waiters by token
 
-	mu      sync.Mutex
-	ps      *goredis.PubSub
-	pending map[string]chan struct{} // channel -> closed on subscribe confirmation
-	done    chan struct{}
+	mu        sync.Mutex
+	ps        *goredis.PubSub
+	confirmed chan struct{} // closed on the first SUBSCRIBE confirmation
+	done      chan struct{} // closed when dispatch returns
 }
 
 func newSubscriber(client goredis.UniversalClient, prefix string) *subscriber {
-	s := &subscriber{client: client, prefix: prefix, pending: map[string]chan struct{}{}}
+	id := rand.Text()
+	s := &subscriber{client: client, id: id, channel: prefix + id, confirmed: make(chan struct{})}
 	s.hub = wait.NewHub(s)
 	return s
 }
 
-// Subscribe implements wait.Channel: it returns once Redis confirms.
-func (s *subscriber) Subscribe(ctx context.Context, key string) error {
-	ch := s.prefix + key
-	confirmed := make(chan struct{})
+// token names a waiting call of this Locker in a key's queue.
+func (s *subscriber) token(call string) string { return s.id + "." + call }
+
+// live reports whether the channel is subscribed, so that a waiter can
+// register with the hub before its first attempt and skip Until's second.
+func (s *subscriber) live() bool {
+	select {
+	case <-s.confirmed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Subscribe implements wait.Channel: the hub calls it for each new waiter;
+// it subscribes the Locker's channel once and returns when Redis confirms.
+func (s *subscriber) Subscribe(ctx context.Context, _ string) error {
 	s.mu.Lock()
 	if s.ps == nil {
-		s.ps = s.client.Subscribe(context.WithoutCancel(ctx))
+		s.ps = s.client.Subscribe(context.WithoutCancel(ctx), s.channel)
 		s.done = make(chan struct{})
 		go s.dispatch(s.ps.ChannelWithSubscriptions(), s.done)
 	}
-	ps := s.ps
-	s.pending[ch] = confirmed
 	s.mu.Unlock()
-	err := ps.Subscribe(ctx, ch)
-	if err == nil {
-		select {
-		case <-confirmed:
-			return nil
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
-	}
-	s.mu.Lock()
-	delete(s.pending, ch)
-	s.mu.Unlock()
-	_ = ps.Unsubscribe(context.WithoutCancel(ctx), ch) // in case it lands later
-	return backendErr(ctx, err)
-}
-
-// Unsubscribe implements wait.Channel.
-func (s *subscriber) Unsubscribe(key string) {
-	s.mu.Lock()
-	ps := s.ps
-	s.mu.Unlock()
-	if ps != nil {
-		_ = ps.Unsubscribe(context.Background(), s.prefix+key)
+	select {
+	case <-s.confirmed:
+		return nil
+	case <-ctx.Done():
+		return backendErr(ctx, ctx.Err())
 	}
 }
 
-// dispatch turns messages into wake-ups. A confirmation nobody waits for
-// is go-redis resubscribing after a reconnect, during which a release may
-// have been missed: its waiters are woken to look again.
+// Unsubscribe implements wait.Channel: the channel stays for later waits.
+func (s *subscriber) Unsubscribe(string) {}
+
+// dispatch wakes the waiter each message names. A confirmation after the
+// first is go-redis resubscribing after a reconnect, during which a
+// message may have been lost: every waiter looks again.
 func (s *subscriber) dispatch(msgs <-chan any, done chan struct{}) {
 	defer close(done)
 	for m := range msgs {
 		switch m := m.(type) {
-		case *goredis.Message: // a waiter's turn has come
-			s.hub.Notify(strings.TrimPrefix(m.Channel, s.prefix))
+		case *goredis.Message:
+			s.hub.Notify(m.Payload)
 		case *goredis.Subscription:
 			if m.Kind != "subscribe" {
 				continue
 			}
-			s.mu.Lock()
-			c, ok := s.pending[m.Channel]
-			delete(s.pending, m.Channel)
-			s.mu.Unlock()
-			if ok {
-				close(c)
+			if s.live() {
+				s.hub.NotifyAll()
 			} else {
-				s.hub.Notify(strings.TrimPrefix(m.Channel, s.prefix))
+				close(s.confirmed)
 			}
 		}
 	}

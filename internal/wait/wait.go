@@ -32,7 +32,7 @@ const MinFallback = time.Millisecond
 // Lock costs one round trip; later attempts run after subscribing, so a
 // release can never slip between an attempt and the wait.
 func Until(ctx context.Context, key string, attempt Attempt, subscribe Subscribe) (locker.Lease, error) {
-	l, retry, err := attempt(ctx)
+	l, _, err := attempt(ctx)
 	if !errors.Is(err, locker.ErrLocked) {
 		return l, CtxErr(ctx, key, err)
 	}
@@ -41,10 +41,19 @@ func Until(ctx context.Context, key string, attempt Attempt, subscribe Subscribe
 		return nil, CtxErr(ctx, key, err)
 	}
 	defer unsubscribe()
+	return Subscribed(ctx, key, attempt, wake)
+}
+
+// Subscribed is the loop of Until for a waiter whose wake channel was live
+// before its first attempt (an adapter whose subscription outlives single
+// calls), so that no release between them is missed: attempt, and while
+// the key is held sleep until wake or the fallback timer.
+func Subscribed(ctx context.Context, key string, attempt Attempt, wake <-chan struct{}) (locker.Lease, error) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
-		if l, retry, err = attempt(ctx); !errors.Is(err, locker.ErrLocked) {
+		l, retry, err := attempt(ctx)
+		if !errors.Is(err, locker.ErrLocked) {
 			return l, CtxErr(ctx, key, err)
 		}
 		timer.Reset(max(retry, MinFallback))
