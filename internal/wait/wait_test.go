@@ -148,3 +148,27 @@ func TestHubSharesOneSubscriptionPerKey(t *testing.T) {
 		}
 	}
 }
+
+func TestSubscribedAttemptsFirstThenWaits(t *testing.T) {
+	wake := make(chan struct{}, 1)
+	n := 0
+	done := make(chan error, 1)
+	go func() {
+		_, err := Subscribed(context.Background(), "k", func(context.Context) (locker.Lease, time.Duration, error) {
+			if n++; n == 1 {
+				wake <- struct{}{} // a release lands right after our first look
+				return nil, time.Hour, locker.ErrLocked
+			}
+			return fakeLease{}, 0, nil
+		}, wake)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil || n != 2 {
+			t.Fatalf("Subscribed = %v after %d attempts; the pending wake should bring the second at once", err, n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a wake pending since the first attempt was missed")
+	}
+}
