@@ -38,7 +38,6 @@ func (l *Locker) acquire(ctx context.Context, key string, try bool, opts []locke
 	defer end()
 	ctx, stop := l.set.Context(ctx)
 	defer stop()
-	l.sweep(ctx)
 	for {
 		lease, err := l.attempt(ctx, key, o, try)
 		if !errors.Is(err, errRequeue) {
@@ -52,13 +51,14 @@ func (l *Locker) acquire(ctx context.Context, key string, try bool, opts []locke
 
 // entry is one queue entry of this Locker: a holder or a waiter.
 type entry struct {
-	l     *Locker
-	key   string // the user's key
-	name  string // the etcd key: prefix + escape(key) + "/" + random
-	owner string
-	ttl   time.Duration
-	keep  bool
-	lease *etcdLease
+	l      *Locker
+	key    string // the user's key
+	name   string // the etcd key: prefix + escape(key) + "/" + random
+	owner  string
+	holdID string // this lease's id in the entry's hold set
+	ttl    time.Duration
+	keep   bool
+	lease  *etcdLease
 }
 
 func (l *Locker) attempt(ctx context.Context, key string, o locker.Options, try bool) (locker.Lease, error) {
@@ -68,8 +68,8 @@ func (l *Locker) attempt(ctx context.Context, key string, o locker.Options, try 
 		return nil, l.fail(ctx, key, err)
 	}
 	q := l.queue(key)
-	en := &entry{l: l, key: key, name: q + rand.Text(), owner: o.Owner, ttl: o.TTL, keep: o.KeepAlive, lease: el}
-	put := clientv3.OpPut(en.name, record{Owner: o.Owner, Holds: 1}.encode(), clientv3.WithLease(el.id))
+	en := &entry{l: l, key: key, name: q + rand.Text(), owner: o.Owner, holdID: rand.Text(), ttl: o.TTL, keep: o.KeepAlive, lease: el}
+	put := clientv3.OpPut(en.name, record{Owner: o.Owner, Holds: []string{en.holdID}}.encode(), clientv3.WithLease(el.id))
 
 	if try || o.StableOwner {
 		// Only into an empty queue; else learn the holder, for re-entry.
@@ -118,7 +118,7 @@ func (l *Locker) attempt(ctx context.Context, key string, o locker.Options, try 
 
 // txn runs the txn that may create en's entry. On a failure that leaves it
 // unknown whether the entry was created, the entry is deleted (or left to
-// the next sweep), so that it cannot block the key.
+// the background sweep), so that it cannot block the key.
 func (en *entry) txn(ctx context.Context, cmp []clientv3.Cmp, then, els []clientv3.Op) (*clientv3.TxnResponse, error) {
 	rctx, cancel := en.l.rpc(ctx)
 	defer cancel()
@@ -145,7 +145,7 @@ func (en *entry) hold(ctx context.Context, fence int64, start time.Time) (locker
 		need = en.ttl // nobody will renew it: give it its whole TTL
 	}
 	if en.lease.expires().Sub(start) >= need {
-		return en.l.newLease(en.key, en.name, en.owner, fence, en.ttl, en.keep, en.lease, start)
+		return en.newLease(fence, start)
 	}
 	if err := en.lease.ensure(ctx, need); err != nil {
 		if errors.Is(err, errLeaseGone) {
@@ -154,54 +154,43 @@ func (en *entry) hold(ctx context.Context, fence int64, start time.Time) (locker
 		en.abandon(ctx)
 		return nil, en.l.fail(ctx, en.key, err)
 	}
-	return en.l.newLease(en.key, en.name, en.owner, fence, en.ttl, en.keep, en.lease, start)
+	return en.newLease(fence, start)
 }
 
-func (l *Locker) newLease(key, name, owner string, fence int64, ttl time.Duration, keep bool, el *etcdLease, start time.Time) (locker.Lease, error) {
-	ops := &holdOps{l: l, key: key, name: name, owner: owner, fence: fence, ttl: ttl, lease: el}
-	return lease.New(l.set, lease.Config{
-		Key: key, Owner: owner, Fence: uint64(fence), TTL: ttl, KeepAlive: keep,
-		Start: start, Validity: min(ttl, el.expires().Sub(start)), Ops: ops,
+func (en *entry) newLease(fence int64, start time.Time) (locker.Lease, error) {
+	ops := &holdOps{l: en.l, key: en.key, name: en.name, owner: en.owner, hold: en.holdID, fence: fence, ttl: en.ttl, lease: en.lease}
+	return lease.New(en.l.set, lease.Config{
+		Key: en.key, Owner: en.owner, Fence: uint64(fence), TTL: en.ttl, KeepAlive: en.keep,
+		Start: start, Validity: min(en.ttl, en.lease.expires().Sub(start)), Ops: ops,
 	})
 }
 
-// reenter adds one hold to the entry kv of the same owner, keeping its
-// fence. The write is guarded by the entry's mod revision.
+// reenter adds a hold of its own to the entry kv of the same owner,
+// keeping its fence. The write is guarded by the entry's mod revision. If
+// it fails, the hold it may have added is taken back (or left to the
+// background sweep), so that it cannot outlive the failed call.
 func (l *Locker) reenter(ctx context.Context, key string, o locker.Options, kv *mvccpb.KeyValue, rec record) (locker.Lease, error) {
 	start := time.Now()
-	name := string(kv.Key)
-	rec.Holds++
-	rctx, cancel := l.rpc(ctx)
-	resp, err := l.client.Txn(rctx).
-		If(clientv3.Compare(clientv3.ModRevision(name), "=", kv.ModRevision)).
-		Then(clientv3.OpPut(name, rec.encode(), clientv3.WithIgnoreLease())).Commit()
-	cancel()
-	if err != nil {
-		return nil, l.fail(ctx, key, err)
-	}
-	if !resp.Succeeded {
-		return nil, errRequeue // the entry changed meanwhile: look again
-	}
 	// The entry stays on its own etcd lease, possibly another Locker's.
 	el := l.sharedByID(clientv3.LeaseID(kv.Lease))
 	if el == nil {
 		el = &etcdLease{l: l, id: clientv3.LeaseID(kv.Lease)}
 	}
-	lease, err := (&entry{l: l, key: key, name: name, owner: o.Owner, ttl: o.TTL, keep: o.KeepAlive, lease: el}).
-		holdReentered(ctx, kv.CreateRevision, start)
-	return lease, err
-}
-
-func (en *entry) holdReentered(ctx context.Context, fence int64, start time.Time) (locker.Lease, error) {
+	en := &entry{l: l, key: key, name: string(kv.Key), owner: o.Owner, holdID: rand.Text(), ttl: o.TTL, keep: o.KeepAlive, lease: el}
+	if err := l.addHold(ctx, key, en.name, kv.ModRevision, rec, en.holdID); err != nil {
+		if !errors.Is(err, errRequeue) { // refused: nothing was written
+			en.undo(ctx)
+		}
+		return nil, err
+	}
 	if err := en.lease.ensure(ctx, en.ttl*2/3); err != nil {
-		ops := &holdOps{l: en.l, key: en.key, name: en.name, owner: en.owner, fence: fence, lease: en.lease}
-		_ = ops.Release(context.WithoutCancel(ctx)) // take our hold back
+		en.undo(ctx)
 		if errors.Is(err, errLeaseGone) {
 			return nil, errRequeue
 		}
-		return nil, en.l.fail(ctx, en.key, err)
+		return nil, l.fail(ctx, key, err)
 	}
-	return en.l.newLease(en.key, en.name, en.owner, fence, en.ttl, en.keep, en.lease, start)
+	return en.newLease(kv.CreateRevision, start)
 }
 
 func (l *Locker) sharedByID(id clientv3.LeaseID) *etcdLease {
@@ -222,39 +211,20 @@ func (en *entry) discard(ctx context.Context) {
 	}
 }
 
-// abandon deletes en's entry, in a ctx of its own since the caller's may
-// have ended. If that fails too, the next Lock or TryLock retries it.
+// abandon drops en's hold, and so its entry, in a ctx of its own since the
+// caller's may have ended.
 func (en *entry) abandon(ctx context.Context) {
-	ctx = context.WithoutCancel(ctx)
 	if en.lease.dedicated {
-		en.lease.revoke(ctx) // takes the entry with it
+		en.lease.revoke(context.WithoutCancel(ctx)) // takes the entry with it
 	}
-	rctx, cancel := en.l.rpc(ctx)
-	defer cancel()
-	if _, err := en.l.client.Delete(rctx, en.name); err != nil {
-		en.l.mu.Lock()
-		en.l.orphans[en.name] = struct{}{}
-		en.l.mu.Unlock()
-	}
+	en.undo(ctx)
 }
 
-// sweep retries the deletion of entries whose fate was left unknown.
-func (l *Locker) sweep(ctx context.Context) {
-	l.mu.Lock()
-	names := make([]string, 0, len(l.orphans))
-	for n := range l.orphans {
-		names = append(names, n)
-	}
-	l.mu.Unlock()
-	for _, n := range names {
-		rctx, cancel := l.rpc(ctx)
-		_, err := l.client.Delete(rctx, n)
-		cancel()
-		if err != nil {
-			return
-		}
-		l.mu.Lock()
-		delete(l.orphans, n)
-		l.mu.Unlock()
+// undo drops en's hold, which a failed call may or may not have added, in
+// a ctx of its own. If that fails too, the background sweep retries it.
+func (en *entry) undo(ctx context.Context) {
+	err := en.l.dropHold(context.WithoutCancel(ctx), en.key, en.name, en.owner, en.holdID, 0)
+	if err != nil && !errors.Is(err, locker.ErrNotHeld) {
+		en.l.orphan(en.key, en.name, en.owner, en.holdID)
 	}
 }

@@ -75,7 +75,7 @@ func (l *Locker) List(ctx context.Context, prefix string) ([]locker.LockInfo, er
 func (l *Locker) info(ctx context.Context, key string, kv *mvccpb.KeyValue, expiries map[int64]time.Time) locker.LockInfo {
 	info := locker.LockInfo{Key: key, Fence: uint64(kv.CreateRevision), Holds: 1}
 	if rec, err := decodeRecord(kv.Value); err == nil {
-		info.Owner, info.Holds = rec.Owner, rec.Holds
+		info.Owner, info.Holds = rec.Owner, max(1, len(rec.Holds))
 	}
 	exp, ok := expiries[kv.Lease]
 	if !ok && kv.Lease != 0 {

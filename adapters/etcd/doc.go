@@ -9,7 +9,10 @@
 // queue's range holds only K's entries ("a" never sees "a/b" or "ab").
 // Entries are ordered by create revision; the lowest holds the lock. Its
 // create revision is the fence, so fences increase with every new owner.
-// The value records the owner and its hold count (re-entry with WithOwner).
+// The value records the owner and the set of lease ids holding the entry
+// (more than one with re-entry under WithOwner): a set, not a count, so
+// that adding or dropping a hold is idempotent and a write retried after a
+// lost reply (a retried Unlock) never drops another lease's hold.
 //
 // Lock puts its entry and reads the last entry before it in one txn (one
 // round trip uncontended), then waits only for the deletion of that
@@ -24,7 +27,11 @@
 // (etcd issue 11456) and that no earlier entry remains. TryLock creates its
 // entry only if the queue is empty (a txn comparing the whole range), so a
 // refused TryLock writes nothing. A cancelled Lock deletes its entry before
-// returning, in a context of its own.
+// returning, in a context of its own; a hold whose removal fails (that
+// delete, a re-entry whose reply was lost, an expiry while etcd was out of
+// reach) is retried by a background sweep with backoff until it is gone or
+// the Locker closes, since its entry sits on a shared etcd lease that the
+// Locker's other locks keep alive and would block the key meanwhile.
 //
 // # Leases
 //

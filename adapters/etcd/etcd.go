@@ -54,9 +54,12 @@ type Locker struct {
 	set    *lease.Set
 	flight singleflight.Group
 
-	mu      sync.Mutex
-	shared  map[int64]*etcdLease // per TTL in whole seconds
-	orphans map[string]struct{}  // entries whose creation or removal went unconfirmed
+	mu       sync.Mutex
+	shared   map[int64]*etcdLease // per TTL in whole seconds
+	orphans  map[orphan]struct{}  // holds whose removal failed, for the sweep
+	sweeping bool                 // the background sweep runs
+	closing  bool                 // Close began: start no sweep
+	sweeper  sync.WaitGroup
 }
 
 var (
@@ -94,7 +97,7 @@ func newLocker(client *clientv3.Client, opts ...Option) (*Locker, error) {
 		owned:   c.closeClient,
 		set:     lease.NewSet(),
 		shared:  map[int64]*etcdLease{},
-		orphans: map[string]struct{}{},
+		orphans: map[orphan]struct{}{},
 	}, nil
 }
 
@@ -121,15 +124,20 @@ func (l *Locker) fail(ctx context.Context, key string, err error) error {
 	return locker.Unavailable(fmt.Errorf("locker/etcd: %q: %w", key, err))
 }
 
-// Close unlocks every lease of this Locker best-effort, revokes its shared
-// etcd leases (dropping any entry left on them) and, if it owns the client,
-// closes it.
+// Close unlocks every lease of this Locker best-effort, stops the
+// background sweep after one last pass, revokes its shared etcd leases
+// (dropping any entry left on them) and, if it owns the client, closes it.
 func (l *Locker) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
-	if err := l.set.Close(ctx); err != nil {
+	if err := l.set.Close(ctx); err != nil { // also stops the sweep's waits
 		return err
 	}
+	l.mu.Lock()
+	l.closing = true
+	l.mu.Unlock()
+	l.sweeper.Wait()
+	l.sweep(ctx) // orphans on another Locker's entry outlive our leases
 	l.mu.Lock()
 	shared := make([]*etcdLease, 0, len(l.shared))
 	for _, e := range l.shared {

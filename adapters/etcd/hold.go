@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -12,15 +13,21 @@ import (
 )
 
 // holdOps is the backend side of one held lease (lease.Ops, lease.Expirer):
-// the entry name, with its create revision as the proof of ownership.
+// the entry name, with its create revision as the proof of ownership, and
+// this lease's id in the entry's hold set.
 type holdOps struct {
 	l     *Locker
 	key   string
 	name  string
 	owner string
+	hold  string
 	fence int64
 	ttl   time.Duration
 	lease *etcdLease
+
+	// unsure: a Release failed after its write may have applied, so a hold
+	// found gone on the next try is taken as released by that write.
+	unsure atomic.Bool
 }
 
 var _ lease.Expirer = (*holdOps)(nil)
@@ -46,61 +53,109 @@ func (h *holdOps) Refresh(ctx context.Context) (time.Duration, error) {
 	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.fence || resp.Kvs[0].Lease != int64(h.lease.id) {
 		return 0, locker.ErrNotHeld
 	}
+	if rec, err := decodeRecord(resp.Kvs[0].Value); err != nil || !rec.has(h.hold) {
+		return 0, locker.ErrNotHeld
+	}
 	return min(h.ttl, h.lease.expires().Sub(start)), nil
 }
 
-// Release drops one hold: the entry goes with its last hold, in one txn
-// guarded by its create revision and value; an extra hold is taken off in
-// a txn guarded by its mod revision.
+// Release drops this lease's hold; the entry goes with its last hold. It
+// can be repeated after a failure (a retried Unlock): the drop applies
+// once, and a hold found gone after a failed try counts as released.
 func (h *holdOps) Release(ctx context.Context) error {
-	one := record{Owner: h.owner, Holds: 1}.encode()
-	for {
-		rctx, cancel := h.l.rpc(ctx)
-		resp, err := h.l.client.Txn(rctx).If(
-			clientv3.Compare(clientv3.CreateRevision(h.name), "=", h.fence),
-			clientv3.Compare(clientv3.Value(h.name), "=", one),
-		).Then(clientv3.OpDelete(h.name)).Else(clientv3.OpGet(h.name)).Commit()
-		cancel()
-		if err != nil {
-			return h.l.fail(ctx, h.key, err)
-		}
-		if resp.Succeeded {
-			if h.lease.dedicated {
-				h.lease.revoke(ctx)
-			}
-			return nil
-		}
-		kvs := resp.Responses[0].GetResponseRange().Kvs
-		if len(kvs) == 0 || kvs[0].CreateRevision != h.fence {
-			return locker.ErrNotHeld
-		}
-		rec, err := decodeRecord(kvs[0].Value)
-		if err != nil || rec.Owner != h.owner {
-			return locker.ErrNotHeld
-		}
-		op := clientv3.OpDelete(h.name)
-		if rec.Holds > 1 {
-			rec.Holds--
-			op = clientv3.OpPut(h.name, rec.encode(), clientv3.WithIgnoreLease())
-		}
-		rctx, cancel = h.l.rpc(ctx)
-		resp, err = h.l.client.Txn(rctx).
-			If(clientv3.Compare(clientv3.ModRevision(h.name), "=", kvs[0].ModRevision)).
-			Then(op).Commit()
-		cancel()
-		if err != nil {
-			return h.l.fail(ctx, h.key, err)
-		}
-		if resp.Succeeded {
-			return nil
-		}
+	err := h.l.dropHold(ctx, h.key, h.name, h.owner, h.hold, h.fence)
+	switch {
+	case errors.Is(err, locker.ErrNotHeld) && h.unsure.Load():
+		err = nil // the earlier try's write did apply
+	case err != nil && !errors.Is(err, locker.ErrNotHeld):
+		h.unsure.Store(true)
+		return err
 	}
+	if err == nil && h.lease.dedicated {
+		h.lease.revoke(ctx)
+	}
+	return err
 }
 
 // Expire frees the key as soon as the lease ends unrenewed, rather than
-// when etcd's lease (whole seconds, at least its minimum TTL) runs out.
+// when etcd's lease (whole seconds, at least its minimum TTL) runs out. A
+// hold it cannot drop now is left to the background sweep, as nobody else
+// will: on another Locker's entry (re-entry), it would outlive this lease.
 func (h *holdOps) Expire(ctx context.Context) {
-	if err := h.Release(ctx); err != nil && h.lease.dedicated {
+	err := h.Release(ctx)
+	if err != nil && !errors.Is(err, locker.ErrNotHeld) {
+		h.l.orphan(h.key, h.name, h.owner, h.hold)
+	}
+	if err != nil && h.lease.dedicated {
 		h.lease.revoke(ctx)
+	}
+}
+
+// addHold adds hold to the entry name of owner, whose value was read at
+// mod revision rev as rec. It is idempotent: a hold already there is not
+// added again. It returns errRequeue if the entry changed since the read.
+func (l *Locker) addHold(ctx context.Context, key, name string, rev int64, rec record, hold string) error {
+	if rec.has(hold) {
+		return nil
+	}
+	rctx, cancel := l.rpc(ctx)
+	defer cancel()
+	resp, err := l.client.Txn(rctx).
+		If(clientv3.Compare(clientv3.ModRevision(name), "=", rev)).
+		Then(clientv3.OpPut(name, rec.with(hold).encode(), clientv3.WithIgnoreLease())).Commit()
+	if err != nil {
+		return l.fail(ctx, key, err)
+	}
+	if !resp.Succeeded {
+		return errRequeue
+	}
+	return nil
+}
+
+// dropHold removes hold from the entry name of owner (with create revision
+// fence, if fence > 0), deleting the entry with its last hold. It is
+// idempotent: it returns ErrNotHeld, changing nothing, if the hold or the
+// entry is gone. The common case, a single hold, is one txn: delete if the
+// value is exactly ours, else read it; an extra hold then comes off in a
+// txn guarded by the mod revision read.
+func (l *Locker) dropHold(ctx context.Context, key, name, owner, hold string, fence int64) error {
+	cmp := []clientv3.Cmp{clientv3.Compare(clientv3.Value(name), "=", record{Owner: owner, Holds: []string{hold}}.encode())}
+	if fence > 0 {
+		cmp = append(cmp, clientv3.Compare(clientv3.CreateRevision(name), "=", fence))
+	}
+	for {
+		rctx, cancel := l.rpc(ctx)
+		resp, err := l.client.Txn(rctx).If(cmp...).Then(clientv3.OpDelete(name)).Else(clientv3.OpGet(name)).Commit()
+		cancel()
+		if err != nil {
+			return l.fail(ctx, key, err)
+		}
+		if resp.Succeeded {
+			return nil
+		}
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 || (fence > 0 && kvs[0].CreateRevision != fence) {
+			return locker.ErrNotHeld
+		}
+		rec, err := decodeRecord(kvs[0].Value)
+		if err != nil || rec.Owner != owner || !rec.has(hold) {
+			return locker.ErrNotHeld
+		}
+		rec = rec.without(hold)
+		op := clientv3.OpDelete(name)
+		if len(rec.Holds) > 0 {
+			op = clientv3.OpPut(name, rec.encode(), clientv3.WithIgnoreLease())
+		}
+		rctx, cancel = l.rpc(ctx)
+		resp, err = l.client.Txn(rctx).
+			If(clientv3.Compare(clientv3.ModRevision(name), "=", kvs[0].ModRevision)).
+			Then(op).Commit()
+		cancel()
+		if err != nil {
+			return l.fail(ctx, key, err)
+		}
+		if resp.Succeeded {
+			return nil
+		}
 	}
 }

@@ -3,6 +3,7 @@ package etcd
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -19,25 +20,42 @@ var unescaper = strings.NewReplacer("%25", "%", "%2F", "/")
 
 func unescape(seg string) string { return unescaper.Replace(seg) }
 
-// record is the value of a queue entry. It is encoded deterministically, so
-// Release can compare the whole value in one txn.
+// record is the value of a queue entry: its owner and the ids of the
+// leases holding it (more than one with re-entry under WithOwner). Holds
+// are a set rather than a count so that adding or dropping one is
+// idempotent: a write whose reply was lost can be repeated, or undone,
+// without adding or dropping anyone else's hold. It is encoded
+// deterministically, so a txn can compare the whole value.
 type record struct {
-	Owner string `json:"owner"`
-	Holds int    `json:"holds"`
+	Owner string   `json:"owner"`
+	Holds []string `json:"holds"`
 }
 
 func (r record) encode() string {
-	b, _ := json.Marshal(r) // a struct of a string and an int cannot fail
+	b, _ := json.Marshal(r) // a string and a slice of strings cannot fail
 	return string(b)
+}
+
+func (r record) has(hold string) bool { return slices.Contains(r.Holds, hold) }
+
+// with returns r plus hold (r itself if hold is there already).
+func (r record) with(hold string) record {
+	if !r.has(hold) {
+		r.Holds = append(slices.Clip(r.Holds), hold)
+	}
+	return r
+}
+
+// without returns r less hold.
+func (r record) without(hold string) record {
+	r.Holds = slices.DeleteFunc(slices.Clone(r.Holds), func(h string) bool { return h == hold })
+	return r
 }
 
 func decodeRecord(v []byte) (record, error) {
 	var r record
 	if err := json.Unmarshal(v, &r); err != nil {
 		return record{}, fmt.Errorf("locker/etcd: entry value %q is not ours: %w", v, err)
-	}
-	if r.Holds < 1 {
-		r.Holds = 1
 	}
 	return r, nil
 }
