@@ -64,8 +64,14 @@ func TestTTLBelowSessionTimeout(t *testing.T) {
 	u := testenv.URL(t, "LOCKER_TEST_ZK")
 	l := open(t, u) // default session timeout 10s
 	key := uniq(t) + "k"
-	if _, err := l.TryLock(context.Background(), key, locker.WithTTL(5*time.Second)); !errors.Is(err, locker.ErrInvalidTTL) {
+	_, err := l.TryLock(context.Background(), key, locker.WithTTL(5*time.Second))
+	if !errors.Is(err, locker.ErrInvalidTTL) {
 		t.Errorf("TryLock with TTL 5s < session timeout 10s = %v, want ErrInvalidTTL", err)
+	}
+	for _, fix := range []string{"WithTTL(10s)", "session_timeout=5s", "WithSessionTimeout(5s)"} {
+		if err != nil && !strings.Contains(err.Error(), fix) { // the error says what to do
+			t.Errorf("error %q does not suggest %s", err, fix)
+		}
 	}
 	if n := count(t, rawConn(t, u), root(u), key); n != 0 {
 		t.Errorf("refused TryLock left %d nodes", n)

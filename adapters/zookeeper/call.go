@@ -54,8 +54,11 @@ func backendErr(op string, err error) error {
 	return fmt.Errorf("locker/zookeeper: %s: %w", op, err)
 }
 
-// retryable reports a failure after which the same request may succeed
-// once go-zookeeper has reconnected (and found the session, or made a new one).
-func retryable(err error) bool {
-	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrSessionExpired)
+// connErr reports a failure of the connection or session, not an answer
+// from the server about the request.
+func connErr(err error) bool {
+	var netErr net.Error
+	return errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrConnectionClosed) ||
+		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrClosing) ||
+		errors.Is(err, zk.ErrSessionMoved) || errors.As(err, &netErr)
 }

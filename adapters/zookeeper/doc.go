@@ -48,36 +48,65 @@
 // connection is made (URL session_timeout, default 10s; for New pass
 // WithSessionTimeout with the value given to zk.Connect). The server clamps
 // S into [minSessionTimeout, maxSessionTimeout], by default [2, 20] ticks
-// (4s–40s at tickTime 2s; scripts/backends: 1s–120s): ask for a value inside
-// them. The lock lives as long as the session, so the rule is:
+// (4s–40s at tickTime 2s; scripts/backends: 1s–120s); a Locker from Open
+// learns the negotiated value from go-zookeeper and uses it (the shorter
+// of asked and granted for loss and validity, the longer for the TTL
+// rule). The lock lives as long as the session, so:
 //
-//   - Lock and TryLock refuse a TTL below S with ErrInvalidTTL: a crashed
-//     holder's key is freed when the server expires its session, after S,
-//     and S <= TTL keeps the promise that it is free within the TTL.
-//     Open the Locker with session_timeout no longer than your shortest TTL.
-//   - Keep-alive checks every TTL/3 that the node still exists and belongs
-//     to our session. With keep-alive off, the adapter deletes the node at
-//     the deadline and the lease ends lost.
-//   - A disconnect keeps the leases: go-zookeeper reconnects to the same
-//     session. If the connection stays without a session for S/4, every
-//     lease of the Locker ends lost (ErrLeaseLost), before the server can
-//     expire the session (it gives a silent session S from the last ping,
-//     and go-zookeeper notices silence after 2S/3), and its nodes are deleted
-//     if the session comes back. An expired session, or a node deleted by
-//     ForceUnlock, ends its leases lost at once through a watch on the
-//     holder's own node.
+//   - Lock and TryLock refuse a TTL below S with ErrInvalidTTL, whose
+//     message names the fixes: a crashed holder's key is freed when the
+//     server expires its session, after S, and S <= TTL keeps the promise
+//     that it is free within the TTL. Open the Locker with session_timeout
+//     no longer than your shortest TTL. (One session per Locker is a
+//     restriction: deriving S from each TTL would take a session per
+//     distinct TTL.)
+//   - A kept-alive lease is valid for min(TTL, S/2) from the start of the
+//     request that last proved the session alive (the acquire's, then each
+//     refresh's: a check that the node exists and is our session's), and is
+//     renewed every S/4, so Deadline never runs past what the session
+//     guarantees: the server keeps a session S after it last heard from it.
+//   - With keep-alive off the lease lasts its TTL, the node's planned life:
+//     the adapter deletes the node at the deadline and the lease ends lost.
+//     Its Deadline relies on the session monitor below, not on a refresh.
+//   - The Locker probes its session every S/12. Once S/3 has passed since
+//     the last request the server answered was sent, every lease of the
+//     Locker ends lost (ErrLeaseLost), well before the server can expire
+//     the session and hand the keys on, whether the connection closed or
+//     went silent (go-zookeeper notices silence only after 2S/3). Their
+//     nodes are deleted if the session comes back: go-zookeeper reconnects
+//     to the same session after an outage shorter than S.
+//   - An expired session, or a node deleted by ForceUnlock, ends its leases
+//     lost at once through a watch on the holder's own node.
+//
+// # Cleanup
+//
+// A node no lease stands behind (a cancelled or failed Lock's, a create
+// whose reply was lost, a lost hold's, one whose release failed at Close
+// or at a keep-alive-off deadline) would reach the head of its queue and
+// block the key for the rest of the session. Such orphans are deleted in
+// the background, retried with backoff over disconnects and ErrNoServer
+// for as long as their session is the connection's; the caller waits at
+// most 2s, and Close waits for them within its own 5s bound.
 //
 // # Re-entry
 //
 // WithOwner re-entry is counted per Locker (per session), like Curator's
-// InterProcessMutex per process: the same owner through another Locker is
-// another contender. Status reports a hold count only for this Locker's
-// own holds (1 otherwise).
+// InterProcessMutex per process. The same owner through another Locker is
+// another contender: its TryLock returns ErrLocked and its Lock waits in
+// the queue, behind the first Locker's hold, until that is released — a
+// goroutine that holds a key through one Locker and Locks it through
+// another waits for itself. Re-entering another session's node would tie
+// the second Locker's lease to a session it cannot keep alive or see
+// expire, and its hold count to a node it does not own. Status reports a
+// hold count only for this Locker's own holds (1 otherwise).
 //
 // # What breaks the guarantees
 //
-// A server that clamps S above the Locker's TTLs (the crash bound is then
-// S); a holder process paused (GC, SIGSTOP) for longer than S, whose
-// session the server expires while it cannot notice; other clients
-// writing or deleting lock nodes.
+// A holder process paused (GC, SIGSTOP) for longer than S/2, whose
+// session the server may expire while it cannot notice: a kept-alive
+// lease's Deadline has then passed, but a keep-alive-off lease's has not;
+// a local clock running more than about half again slower than the
+// server's; other clients writing or deleting lock nodes; a Locker made
+// with New and a WithSessionTimeout shorter than the connection's real
+// timeout.
 package zookeeper

@@ -52,10 +52,15 @@ func (z *Locker) newLease(h *hold, o locker.Options, start time.Time) (locker.Le
 	}
 	h.count++
 	z.mu.Unlock()
-	l, err := lease.New(z.set, lease.Config{
-		Key: h.key, Owner: h.owner, Fence: h.fence, TTL: o.TTL, KeepAlive: o.KeepAlive, Start: start,
-		Ops: &leaseOps{z: z, h: h, ttl: o.TTL},
-	})
+	ops := &leaseOps{z: z, h: h, ttl: o.TTL, keepAlive: o.KeepAlive}
+	cfg := lease.Config{Key: h.key, Owner: h.owner, Fence: h.fence, TTL: o.TTL, KeepAlive: o.KeepAlive, Start: start, Ops: ops}
+	if o.KeepAlive {
+		// Good for S/2 from the last request the server answered; the
+		// renewals (every S/4) then prove the session alive again.
+		cfg.Start = time.Now()
+		cfg.Validity = max(ops.validity()-z.sinceContact(), time.Millisecond)
+	}
+	l, err := lease.New(z.set, cfg)
 	if err != nil {
 		return nil, err // the set is closed; New released the hold
 	}
@@ -166,7 +171,7 @@ func (z *Locker) lose(h *hold, discard bool) {
 		l.Lose()
 	}
 	if discard {
-		go z.discard(h.path)
+		z.orphan(h.path, h.session)
 	}
 }
 
@@ -190,80 +195,42 @@ func (z *Locker) watchHold(h *hold, ch <-chan zk.Event) {
 	}
 }
 
-// monitor ends every hold as lost when the connection has had no session
-// for a quarter of the session timeout. The server expires a silent
-// session no sooner than a third of the timeout after go-zookeeper notices
-// the silence (its read timeout is two thirds), so the leases end before
-// another client can be given their keys; until then a disconnect is only
-// a disconnect, and go-zookeeper reconnects to the same session.
-func (z *Locker) monitor() {
-	limit := z.cfg.sessionTimeout / 4
-	tick := time.NewTicker(max(limit/4, 10*time.Millisecond))
-	defer tick.Stop()
-	var since time.Time
-	for {
-		var now time.Time
-		select {
-		case <-z.quit:
-			return
-		case now = <-tick.C:
-		}
-		switch {
-		case z.conn.State() == zk.StateHasSession:
-			since = time.Time{}
-		case since.IsZero():
-			since = now
-		case now.Sub(since) >= limit:
-			z.mu.Lock()
-			holds := make([]*hold, 0, len(z.holds))
-			for _, h := range z.holds {
-				holds = append(holds, h)
-			}
-			z.mu.Unlock()
-			for _, h := range holds {
-				z.lose(h, true)
-			}
-		}
-	}
-}
-
-// discard deletes the node of a hold given up while disconnected, once
-// the connection is back, for as long as the session could still be alive.
-func (z *Locker) discard(path string) {
-	end := time.Now().Add(2 * z.cfg.sessionTimeout)
-	for time.Now().Before(end) {
-		err := z.conn.Delete(path, -1)
-		if err == nil || errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrClosing) {
-			return
-		}
-		select {
-		case <-z.quit:
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // leaseOps is the backend side of one lease: one hold of h.
 type leaseOps struct {
-	z       *Locker
-	h       *hold
-	ttl     time.Duration
-	dropped atomic.Bool
+	z         *Locker
+	h         *hold
+	ttl       time.Duration
+	keepAlive bool
+	dropped   atomic.Bool
 }
 
-// Refresh checks that the node still exists and belongs to our session;
-// ZooKeeper keeps it while the session lives, so the lease is good for
-// another TTL (which is at least the session timeout).
+// Refresh checks that the node still exists and belongs to our session.
+// The server heard from the session when the check was sent, so it keeps
+// the session, and the node, for S from then: a kept-alive lease is good
+// for min(TTL, S/2) from the call's start, the rest of S being the margin
+// for a slow clock or a late renewal. With keep-alive off the lease lasts
+// its TTL, the node's planned life, and the monitor ends it early if the
+// session is in doubt.
 func (o *leaseOps) Refresh(ctx context.Context) (time.Duration, error) {
+	sent := time.Now()
 	st, err := call(ctx, func() (*zk.Stat, error) { return o.z.stat(o.h.path) })
 	if err != nil {
 		return 0, backendErr("refresh", err)
 	}
+	o.z.contact(sent)
 	if st == nil || st.EphemeralOwner != o.h.session {
 		return 0, locker.ErrNotHeld
 	}
-	return o.ttl, nil
+	return o.validity(), nil
+}
+
+// validity is how long a refresh keeps the lease: see Refresh.
+func (o *leaseOps) validity() time.Duration {
+	if !o.keepAlive {
+		return o.ttl
+	}
+	short, _ := o.z.sessionTimeouts()
+	return min(o.ttl, short/2)
 }
 
 // Release drops this lease's hold.
@@ -281,7 +248,10 @@ func (o *leaseOps) Release(ctx context.Context) error {
 // Expire drops the hold of a lease that reached its deadline unrefreshed
 // (keep-alive off): a ZooKeeper node would otherwise live on with the session.
 func (o *leaseOps) Expire(ctx context.Context) {
-	if o.dropped.CompareAndSwap(false, true) {
-		_ = o.z.drop(ctx, o.h)
+	if !o.dropped.CompareAndSwap(false, true) {
+		return
+	}
+	if err := o.z.drop(ctx, o.h); err != nil && !errors.Is(err, locker.ErrNotHeld) {
+		o.z.lose(o.h, true) // nobody will retry: delete the node in the background
 	}
 }

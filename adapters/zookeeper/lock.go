@@ -58,9 +58,8 @@ func (z *Locker) acquire(ctx context.Context, key string, try bool, opts []locke
 		return nil, err
 	}
 	defer end()
-	if o.TTL < z.cfg.sessionTimeout {
-		return nil, fmt.Errorf("%w: %v is below the ZooKeeper session timeout %v, for which a crashed holder keeps the key",
-			locker.ErrInvalidTTL, o.TTL, z.cfg.sessionTimeout)
+	if _, s := z.sessionTimeouts(); o.TTL < s {
+		return nil, z.ttlError(o.TTL, s)
 	}
 	start := time.Now()
 	ctx, stop := z.set.Context(ctx)
@@ -100,7 +99,7 @@ func (z *Locker) queue(ctx context.Context, key, owner string, try bool) (*hold,
 			continue
 		}
 		if err != nil {
-			z.bounded(func() { z.deleteNode(n.fullPath()) })
+			bounded(z.orphan(n.fullPath(), n.session))
 			return nil, err
 		}
 		return z.newHold(key, owner, n), nil
@@ -120,6 +119,7 @@ func (z *Locker) enqueue(ctx context.Context, parent, owner string) (*node, []st
 			return nil, nil, backendErr("create lock node", last)
 		}
 		res := make(chan createResult, 1)
+		session := z.conn.SessionID()
 		go func() {
 			p, err := z.conn.Create(parent+"/"+prefix, []byte(owner), zk.FlagEphemeralSequential, z.cfg.acl)
 			res <- createResult{p, err}
@@ -128,7 +128,7 @@ func (z *Locker) enqueue(ctx context.Context, parent, owner string) (*node, []st
 		select {
 		case r = <-res:
 		case <-ctx.Done():
-			z.bounded(func() { z.abandon(parent, prefix, res) })
+			bounded(z.abandon(parent, prefix, session, res))
 			return nil, nil, ctx.Err()
 		}
 		last = r.err
@@ -142,6 +142,7 @@ func (z *Locker) enqueue(ctx context.Context, parent, owner string) (*node, []st
 		case errors.Is(r.err, zk.ErrConnectionClosed):
 			p, err := call(ctx, func() (string, error) { return z.find(parent, prefix) })
 			if err != nil {
+				bounded(z.lostCreate(parent, prefix, session))
 				return nil, nil, backendErr("find lock node", err)
 			}
 			path = p
@@ -157,6 +158,7 @@ func (z *Locker) enqueue(ctx context.Context, parent, owner string) (*node, []st
 		stat     *zk.Stat
 		watch    <-chan zk.Event
 	}
+	sent := time.Now()
 	lk, err := call(ctx, func() (look, error) {
 		var lk look
 		var werr error
@@ -167,11 +169,14 @@ func (z *Locker) enqueue(ctx context.Context, parent, owner string) (*node, []st
 		wg.Wait()
 		return lk, errors.Join(err, werr)
 	})
+	if err == nil {
+		z.contact(sent)
+	}
 	if err == nil && !lk.exists {
 		return nil, nil, errGone
 	}
 	if err != nil {
-		z.bounded(func() { z.deleteNode(path) })
+		bounded(z.orphan(path, z.conn.SessionID()))
 		return nil, nil, backendErr("list queue", err)
 	}
 	n := &node{parent: parent, name: path[len(parent)+1:], czxid: lk.stat.Czxid, session: lk.stat.EphemeralOwner, watch: lk.watch}
@@ -205,10 +210,12 @@ func (z *Locker) waitTurn(ctx context.Context, n *node, children []string, try b
 		w := kept
 		if pred != kept.name || prev != "" {
 			var err error
+			sent := time.Now()
 			w, err = call(ctx, func() (watches, error) { return z.watch(n.parent, pred, prev) })
 			if err != nil {
 				return backendErr("watch predecessor", err)
 			}
+			z.contact(sent)
 		}
 		kept = watches{}
 		if w.pred {
@@ -232,10 +239,14 @@ func (z *Locker) waitTurn(ctx context.Context, n *node, children []string, try b
 			}
 		}
 		var err error
+		sent := time.Now()
 		children, err = call(ctx, func() ([]string, error) {
 			c, _, err := z.conn.Children(n.parent)
 			return c, err
 		})
+		if answered(err) {
+			z.contact(sent)
+		}
 		if errors.Is(err, zk.ErrNoNode) {
 			return errGone
 		}
@@ -366,43 +377,14 @@ func (z *Locker) find(parent, prefix string) (string, error) {
 	return "", err
 }
 
-// abandon waits for a create that a cancelled Lock no longer waits for,
-// and deletes the node it made, so it blocks nobody.
-func (z *Locker) abandon(parent, prefix string, res <-chan createResult) {
-	r := <-res
-	path := r.path
-	if errors.Is(r.err, zk.ErrConnectionClosed) {
-		path, _ = z.find(parent, prefix)
+// ttlError explains a TTL below the session timeout s and what to do.
+func (z *Locker) ttlError(ttl, s time.Duration) error {
+	raised := ""
+	if s > z.cfg.sessionTimeout {
+		raised = fmt.Sprintf(" (the server raised the %v asked for to its minSessionTimeout)", z.cfg.sessionTimeout)
 	}
-	if path != "" {
-		z.deleteNode(path)
-	}
-}
-
-// deleteNode deletes path, retrying over reconnects; a missing node or
-// an expired session (which took the node with it) ends it too.
-func (z *Locker) deleteNode(path string) {
-	for range maxAttempts {
-		err := z.conn.Delete(path, -1)
-		if !errors.Is(err, zk.ErrConnectionClosed) {
-			return
-		}
-	}
-}
-
-// bounded runs cleanup, waiting for it at most cleanupTimeout: a cancelled
-// Lock returns promptly even when the server does not answer, and the
-// cleanup goes on in the background.
-func (z *Locker) bounded(cleanup func()) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		cleanup()
-	}()
-	t := time.NewTimer(cleanupTimeout)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-	}
+	return fmt.Errorf("%w: TTL %v is below this Locker's ZooKeeper session timeout %v%s, for which the server keeps "+
+		"a crashed holder's key: lock with WithTTL(%v) or more, or use a Locker whose session timeout is at most the TTL "+
+		"(zk://host:port/root?session_timeout=%v, or New(conn, WithSessionTimeout(%v)) with conn from zk.Connect(servers, %v))",
+		locker.ErrInvalidTTL, ttl, s, raised, s, ttl, ttl, ttl)
 }

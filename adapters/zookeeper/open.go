@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -87,7 +88,8 @@ func open(ctx context.Context, u *url.URL) (locker.Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, events, err := zk.Connect(c.servers, c.sessionTimeout, zk.WithLogger(nopLogger{}), zk.WithLogInfo(false))
+	negotiated := new(atomic.Int64)
+	conn, events, err := zk.Connect(c.servers, c.sessionTimeout, zk.WithLogger(sessionLogger{negotiated}), zk.WithLogInfo(true))
 	if err != nil {
 		return nil, locker.Unavailable(fmt.Errorf("locker/zookeeper: %s: %w", u.Redacted(), err))
 	}
@@ -100,7 +102,7 @@ func open(ctx context.Context, u *url.URL) (locker.Locker, error) {
 		conn.Close()
 		return nil, locker.Unavailable(fmt.Errorf("locker/zookeeper: no session with %s: %w", u.Redacted(), err))
 	}
-	opts := []Option{WithRoot(c.root), WithSessionTimeout(c.sessionTimeout), withOwnConn()}
+	opts := []Option{WithRoot(c.root), WithSessionTimeout(c.sessionTimeout), withOwnConn(negotiated)}
 	if c.user != "" {
 		auth := []byte(c.user + ":" + c.password)
 		if _, err := call(ctx, func() (struct{}, error) { return struct{}{}, conn.AddAuth("digest", auth) }); err != nil {
@@ -130,8 +132,3 @@ func awaitSession(ctx context.Context, events <-chan zk.Event) error {
 		}
 	}
 }
-
-// nopLogger silences go-zookeeper, which logs to stdout by default.
-type nopLogger struct{}
-
-func (nopLogger) Printf(string, ...any) {}

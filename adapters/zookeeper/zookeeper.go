@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -32,7 +33,8 @@ type config struct {
 	root           string
 	acl            []zk.ACL
 	sessionTimeout time.Duration
-	ownConn        bool // Close closes the connection (Open made it)
+	ownConn        bool          // Close closes the connection (Open made it)
+	negotiated     *atomic.Int64 // the server's session timeout, if known (Open)
 }
 
 // Option configures a Locker made by New.
@@ -53,17 +55,23 @@ func WithSessionTimeout(d time.Duration) Option {
 	return func(c *config) { c.sessionTimeout = d }
 }
 
-func withOwnConn() Option { return func(c *config) { c.ownConn = true } }
+func withOwnConn(negotiated *atomic.Int64) Option {
+	return func(c *config) { c.ownConn, c.negotiated = true, negotiated }
+}
 
 // Locker is a locker.Locker and locker.Admin over one ZooKeeper session.
 type Locker struct {
 	conn *zk.Conn
 	cfg  config
 	set  *lease.Set
-	quit chan struct{} // closed by Close; ends the session monitor
+	quit chan struct{} // closed by Close; ends the session monitor and reapers
 
-	mu    sync.Mutex
-	holds map[holdKey]*hold // held nodes of this Locker, for re-entry and loss
+	negotiated  *atomic.Int64 // nanoseconds; 0 while unknown
+	lastContact atomic.Int64  // unix nanos when the last answered request was sent
+
+	mu      sync.Mutex
+	holds   map[holdKey]*hold        // held nodes of this Locker, for re-entry and loss
+	orphans map[string]chan struct{} // nodes being deleted in the background; closed when done
 }
 
 var (
@@ -95,7 +103,12 @@ func newLocker(conn *zk.Conn, opts ...Option) (*Locker, error) {
 	if len(cfg.acl) == 0 {
 		return nil, errors.New("locker/zookeeper: empty ACL")
 	}
-	z := &Locker{conn: conn, cfg: cfg, set: lease.NewSet(), quit: make(chan struct{}), holds: map[holdKey]*hold{}}
+	z := &Locker{conn: conn, cfg: cfg, set: lease.NewSet(), quit: make(chan struct{}), holds: map[holdKey]*hold{}, orphans: map[string]chan struct{}{}}
+	z.negotiated = cfg.negotiated
+	if z.negotiated == nil {
+		z.negotiated = new(atomic.Int64)
+	}
+	z.contact(time.Now()) // New and Open are given a connection with a session
 	go z.monitor()
 	return z, nil
 }
@@ -125,6 +138,16 @@ func (z *Locker) Close() error {
 	if err := z.set.Close(ctx); err != nil {
 		return err
 	}
+	z.mu.Lock() // holds whose release failed: delete their nodes in the background
+	left := make([]*hold, 0, len(z.holds))
+	for _, h := range z.holds {
+		left = append(left, h)
+	}
+	z.mu.Unlock()
+	for _, h := range left {
+		z.lose(h, true)
+	}
+	z.awaitOrphans(ctx) // the session may outlive the Locker (New)
 	close(z.quit)
 	if z.cfg.ownConn {
 		z.conn.Close() // ends the session: the server drops anything left
