@@ -41,9 +41,12 @@ func postgresHarness(t testing.TB, proxied bool) conformance.Harness {
 			return l
 		},
 		Crash: crasher.Crash,
+		// Rows of holders and of queued waiters.
 		Count: func(t testing.TB, prefix string) int {
-			return count(t, db, `SELECT count(*) FROM locker_locks WHERE left("key", char_length($1)) = $1`, prefix)
+			return count(t, db, `SELECT (SELECT count(*) FROM locker_locks WHERE left("key", char_length($1)) = $1)
+				+ (SELECT count(*) FROM locker_locks_queue WHERE left("key", char_length($1)) = $1)`, prefix)
 		},
+		FIFO: true,
 		RoundTrip: func(ctx context.Context) error {
 			_, err := db.ExecContext(ctx, "SELECT 1")
 			return err

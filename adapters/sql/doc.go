@@ -28,9 +28,11 @@
 //	    owner      text NOT NULL,      -- the lease's owner token
 //	    fence      bigint NOT NULL,    -- fencing token of the current owner
 //	    holds      integer NOT NULL,   -- re-entry count of a WithOwner lease
+//	    ids        text NOT NULL,      -- ' id1 id2 ': one id per hold
 //	    expires_at timestamptz NOT NULL -- SQLite: integer Unix milliseconds
 //	)
 //	Postgres: SEQUENCE locker_locks_fence
+//	          TABLE locker_locks_queue (key, token, seq, expires_at): waiters
 //	SQLite:   TABLE locker_locks_fence (id, v) with one counter row, kept
 //	          by triggers on locker_locks, plus a trigger deleting a row
 //	          whose holds reach 0
@@ -65,14 +67,23 @@
 //
 // # Waiting
 //
-// Postgres: the releasing statement calls pg_notify(table, key). Each
+// Postgres waiters queue, first come first served. A Lock whose first
+// attempt fails starts listening, then queues: each later attempt takes or
+// refreshes its place (a random token, with an expiry TTL ahead, renewed
+// at least every TTL/3 while it waits) in the queue table. A free key goes
+// only to the first live waiter (TryLock and new Locks too queue behind
+// live waiters; a same-owner re-entry does not), so a crashed waiter delays
+// the others by at most its TTL. The statement that frees a key calls
+// pg_notify(table, token) for the first live waiter only, so one client
+// wakes and makes one attempt per handoff. A Lock that gives up leaves the
+// queue before returning, waking the next waiter if the key is free. Each
 // Locker keeps one dedicated pgx connection that LISTENs on the table's
 // channel (started by the first Lock that has to wait; re-established with
 // backoff if it drops, then every waiter retries, since notifications may
-// have been missed) and feeds a wait.Hub. The fallback timer is the holder's
-// remaining time, computed by the database in the failed acquire. Every
-// Locker receives every release of the table: fine for lock traffic, not for
-// tens of thousands of releases a second.
+// have been missed) and feeds a wait.Hub by token. The fallback timer is
+// the holder's remaining time, or until the first waiter ahead lapses.
+// Every Locker receives every release of the table: fine for lock traffic,
+// not for tens of thousands of releases a second.
 //
 // SQLite has no notification between processes. Within a process, Lockers
 // on the same file and table share a hub, and a release wakes that
@@ -90,7 +101,8 @@
 // within the caller's deadline, and at most WithRetryTimeout (default 5s).
 // Other failures, and transient ones that outlast the retries, are returned
 // wrapping locker.ErrUnavailable. A retried acquire never reports a lock it
-// does not hold: the statement either returned the row or it did not.
+// does not hold: the statement either returned the row or it did not; and
+// hold ids make retries idempotent (see above).
 //
 // # What breaks the guarantees
 //
@@ -103,11 +115,8 @@
 //     last commits on power loss; every process of that machine dies with
 //     it. The file must be on a local disk: SQLite locking over network file
 //     systems is unreliable.
-//   - A lost reply to an acquire or release is retried; for a random owner
-//     the retry is idempotent, but for a WithOwner identity that re-enters,
-//     a retried acquire may count one hold too many (the row then lapses by
-//     its TTL after the last Unlock) and a retried release of a re-entered
-//     lock may drop one hold too many.
+//   - A hold whose acquire failed ambiguously and whose undo also failed
+//     (the database unreachable for WithRetryTimeout) stays until its TTL.
 //   - New with a *gorm.DB on SQLite does not set WAL or a busy timeout on the
 //     caller's connections: set them in the DSN as the opener does.
 package sql

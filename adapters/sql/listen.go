@@ -13,9 +13,9 @@ import (
 )
 
 // listener is a Locker's one dedicated Postgres connection LISTENing on the
-// table's channel; it feeds every notification (payload: the released key)
-// to the hub. It is a wait.Channel whose per-key subscription needs only
-// the channel's LISTEN to be live.
+// table's channel; it feeds every notification (payload: the token of the
+// waiter whose turn it is) to the hub. It is a wait.Channel whose
+// per-waiter subscription needs only the channel's LISTEN to be live.
 type listener struct {
 	cfg     *pgx.ConnConfig
 	channel string

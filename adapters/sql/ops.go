@@ -14,6 +14,7 @@ import (
 type ops struct {
 	l          *sqlLocker
 	key, owner string
+	id         string // the hold this lease added (see dialect.acquire)
 	fence      uint64
 	ttl        time.Duration
 }
@@ -21,7 +22,7 @@ type ops struct {
 func (o *ops) Refresh(ctx context.Context) (time.Duration, error) {
 	var ok bool
 	err := o.l.retry(ctx, func(ctx context.Context) (err error) {
-		ok, err = o.l.d.refresh(ctx, o.l.db, o.key, o.owner, o.fence, o.ttl)
+		ok, err = o.l.d.refresh(ctx, o.l.db, o.key, o.owner, o.id, o.fence, o.ttl)
 		return err
 	}, nil)
 	switch {
@@ -36,7 +37,7 @@ func (o *ops) Refresh(ctx context.Context) (time.Duration, error) {
 func (o *ops) Release(ctx context.Context) error {
 	var ok, freed, ambiguous bool
 	err := o.l.retry(ctx, func(ctx context.Context) (err error) {
-		ok, freed, err = o.l.d.release(ctx, o.l.db, o.key, o.owner, o.fence)
+		ok, freed, err = o.l.d.release(ctx, o.l.db, o.key, o.owner, o.id, o.fence)
 		return err
 	}, &ambiguous)
 	if err != nil {
@@ -45,7 +46,7 @@ func (o *ops) Release(ctx context.Context) error {
 	if freed && o.l.poll {
 		o.l.hub.Notify(o.key) // this process's waiters; Postgres notified in SQL
 	}
-	if !ok && !ambiguous { // after a lost reply, the lost try did it
+	if !ok && !ambiguous { // after a lost reply, the lost try did it (the hold id is gone)
 		return locker.ErrNotHeld
 	}
 	return nil

@@ -17,58 +17,91 @@ import (
 type postgresDialect struct {
 	name string // table name, also the NOTIFY channel
 	q    struct {
-		acquire, remaining, refresh, release, expire, force, info string
+		acquire, acquireQueued, wait, leave, refresh, free, drop, expire, force, info string
 	}
 }
 
 func newPostgres(table string) *postgresDialect {
 	p := &postgresDialect{name: table}
-	r := strings.NewReplacer("{t}", `"`+table+`"`, "{tn}", table, "{now}", "clock_timestamp()",
-		"{ttl}", "clock_timestamp() + $3::float8 * interval '1 millisecond'")
+	r := strings.NewReplacer("{t}", `"`+table+`"`, "{q}", `"`+table+`_queue"`, "{tn}", table, "{now}", "clock_timestamp()",
+		"{ttl}", "clock_timestamp() + $3::float8 * interval '1 millisecond'",
+		"{id}", `(' ' || $4::text || ' ')`,
+		// next wakes the first live waiter once d has freed the key.
+		"{next}", `n AS (SELECT pg_notify('{tn}', w.token) FROM (SELECT token FROM {q}
+	WHERE "key" = $1 AND expires_at > {now} AND EXISTS (SELECT 1 FROM d) ORDER BY seq LIMIT 1) w)`)
+	// Twice: {next} holds placeholders of its own.
+	sub := func(s string) string { return r.Replace(r.Replace(s)) }
 	// lk serializes the acquirers of one key until commit, so that fences
-	// are drawn in the order acquisitions land (see the package doc). The
-	// failed attempt's last branch reads the holder's remaining time; its
-	// snapshot predates lk, so it may miss a just-landed holder (then no
-	// row: the waiter retries at once).
-	// held is a cheap read: when our snapshot already shows another
-	// owner's live row, the attempt fails without locking or writing (the
-	// key was held during the call; waiters are subscribed by then, so a
-	// later release still wakes them). Otherwise the upsert decides.
-	p.q.acquire = r.Replace(`WITH held AS (SELECT 1 FROM {t} WHERE "key" = $1::text AND owner <> $2::text AND expires_at > {now}),
-lk AS MATERIALIZED (SELECT pg_advisory_xact_lock(hashtext('{tn}'), hashtext($1::text)) WHERE NOT EXISTS (SELECT 1 FROM held)),
+	// are drawn in the order acquisitions land (see the package doc). A
+	// live row of the same owner gains the hold id unless it has it
+	// already (a retry of this very call), whatever the queue; a free or
+	// expired row is taken unless a live waiter queued before us ($5, our
+	// token; "" is behind every waiter). Nothing comes back when the
+	// attempt fails: acquire then asks how long to wait.
+	acquire := `WITH lk AS MATERIALIZED (SELECT pg_advisory_xact_lock(hashtext('{tn}'), hashtext($1::text))),
+ahead AS MATERIALIZED (SELECT 1 FROM {q} w, lk WHERE w."key" = $1::text AND w.token <> $5::text AND w.expires_at > {now}
+	AND w.seq < coalesce((SELECT seq FROM {q} WHERE "key" = $1::text AND token = $5::text), 9223372036854775807) LIMIT 1),
 ins AS (
-	INSERT INTO {t} AS l ("key", owner, fence, holds, expires_at)
-	SELECT $1::text, $2::text, nextval('"{tn}_fence"'), 1, {ttl} FROM lk
+	INSERT INTO {t} AS l ("key", owner, fence, holds, ids, expires_at)
+	SELECT $1::text, $2::text, nextval('"{tn}_fence"'), 1, {id}, {ttl} FROM lk
+	WHERE NOT EXISTS (SELECT 1 FROM ahead) OR EXISTS (SELECT 1 FROM {t} WHERE "key" = $1::text)
 	ON CONFLICT ("key") DO UPDATE SET
 		fence = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN l.fence ELSE excluded.fence END,
-		holds = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN l.holds + $4::int ELSE 1 END,
+		holds = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN l.holds + (strpos(l.ids, excluded.ids) = 0)::int ELSE 1 END,
+		ids = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN
+			CASE WHEN strpos(l.ids, excluded.ids) = 0 THEN l.ids || $4::text || ' ' ELSE l.ids END ELSE excluded.ids END,
 		expires_at = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN GREATEST(l.expires_at, excluded.expires_at) ELSE excluded.expires_at END,
 		owner = excluded.owner
-	WHERE l.expires_at <= {now} OR l.owner = excluded.owner
-	RETURNING fence)
-SELECT true, fence, 0::float8 FROM ins
-UNION ALL
-SELECT false, 0, (extract(epoch FROM expires_at - {now}) * 1000)::float8 FROM {t}
-WHERE "key" = $1::text AND NOT EXISTS (SELECT 1 FROM ins)`)
-	p.q.remaining = r.Replace(`SELECT (extract(epoch FROM expires_at - {now}) * 1000)::float8 FROM {t} WHERE "key" = $1`)
-	p.q.refresh = r.Replace(`UPDATE {t} SET expires_at = GREATEST(expires_at, {now} + $4::float8 * interval '1 millisecond')
-WHERE "key" = $1 AND owner = $2 AND fence = $3`)
-	// d and u are exclusive by holds; the last column sees the row as the
-	// statement's snapshot did, to tell a lost race (row still ours, but
-	// changed meanwhile by our own other release: retry) from a row that
-	// is not ours.
-	p.q.release = r.Replace(`WITH d AS (DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND fence = $3 AND holds <= 1 RETURNING "key"),
-u AS (UPDATE {t} SET holds = holds - 1 WHERE "key" = $1 AND owner = $2 AND fence = $3 AND holds > 1 RETURNING "key"),
-n AS (SELECT pg_notify('{tn}', "key") FROM d)
-SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM u), (SELECT count(*) FROM n),
-	EXISTS (SELECT 1 FROM {t} WHERE "key" = $1 AND owner = $2 AND fence = $3)`)
-	p.q.expire = r.Replace(`WITH d AS (DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND fence = $3 AND expires_at <= {now} RETURNING "key"),
-n AS (SELECT pg_notify('{tn}', "key") FROM d)
+	WHERE (l.owner = excluded.owner AND l.expires_at > {now}) OR (l.expires_at <= {now} AND NOT EXISTS (SELECT 1 FROM ahead))
+	RETURNING fence)`
+	p.q.acquire = sub(acquire + `
+SELECT fence FROM ins`)
+	// A queued waiter's attempt also leaves the queue when it acquires, or
+	// else takes (or keeps) its place there until {ttl}, and clears places
+	// that lapsed.
+	p.q.acquireQueued = sub(acquire + `,
+deq AS (DELETE FROM {q} WHERE "key" = $1::text AND token = $5::text AND EXISTS (SELECT 1 FROM ins)),
+enq AS (INSERT INTO {q} ("key", token, expires_at) SELECT $1::text, $5::text, {ttl} WHERE NOT EXISTS (SELECT 1 FROM ins)
+	ON CONFLICT ("key", token) DO UPDATE SET expires_at = excluded.expires_at),
+gc AS (DELETE FROM {q} WHERE "key" = $1::text AND token <> $5::text AND expires_at <= {now})
+SELECT fence FROM ins`)
+	// wait: the holder's time left, else (the key is free, but waiters
+	// are ahead) until the first of them lapses, else 0.
+	p.q.wait = sub(`SELECT coalesce(
+	(SELECT (extract(epoch FROM expires_at - {now}) * 1000)::float8 FROM {t} WHERE "key" = $1 AND expires_at > {now}),
+	(SELECT (extract(epoch FROM min(expires_at) - {now}) * 1000)::float8 FROM {q} WHERE "key" = $1 AND token <> $2 AND expires_at > {now}),
+	0)`)
+	// leave takes a waiter that gives up out of the queue; if the key is
+	// free, the next waiter may have been waiting behind it: wake it.
+	p.q.leave = sub(`WITH d AS (DELETE FROM {q} WHERE "key" = $1 AND token = $2 RETURNING 1)
+SELECT count(*) FROM (SELECT pg_notify('{tn}', w.token) FROM (SELECT token FROM {q}
+	WHERE "key" = $1 AND token <> $2 AND expires_at > {now} AND EXISTS (SELECT 1 FROM d)
+		AND NOT EXISTS (SELECT 1 FROM {t} WHERE "key" = $1 AND expires_at > {now})
+	ORDER BY seq LIMIT 1) w) n`)
+	p.q.refresh = sub(`UPDATE {t} SET expires_at = GREATEST(expires_at, {now} + $5::float8 * interval '1 millisecond')
+WHERE "key" = $1 AND owner = $2 AND fence = $3 AND strpos(ids, {id}) > 0`)
+	// free is the common release: the lease's hold is the row's only one.
+	p.q.free = sub(`WITH d AS (DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND fence = $3 AND ids = {id} RETURNING "key"),
+{next}
 SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM n)`)
-	p.q.force = r.Replace(`WITH d AS (DELETE FROM {t} WHERE "key" = $1 RETURNING "key", expires_at > {now} AS live),
-n AS (SELECT pg_notify('{tn}', "key") FROM d)
+	// drop takes one hold id off the row (fence $3, or any fence if 0),
+	// deleting the row with its last hold. d and u are exclusive; the last
+	// column sees the row as the statement's snapshot did, to tell a lost
+	// race (hold still there, but the row changed meanwhile by another
+	// release of the same owner: retry) from a hold that is not there.
+	p.q.drop = sub(`WITH d AS (DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND ($3::bigint = 0 OR fence = $3) AND ids = {id} RETURNING "key"),
+u AS (UPDATE {t} SET holds = holds - 1, ids = replace(ids, {id}, ' ')
+	WHERE "key" = $1 AND owner = $2 AND ($3::bigint = 0 OR fence = $3) AND strpos(ids, {id}) > 0 AND ids <> {id} RETURNING "key"),
+{next}
+SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM u), (SELECT count(*) FROM n),
+	EXISTS (SELECT 1 FROM {t} WHERE "key" = $1 AND owner = $2 AND ($3::bigint = 0 OR fence = $3) AND strpos(ids, {id}) > 0)`)
+	p.q.expire = sub(`WITH d AS (DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND fence = $3 AND expires_at <= {now} RETURNING "key"),
+{next}
+SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM n)`)
+	p.q.force = sub(`WITH d AS (DELETE FROM {t} WHERE "key" = $1 RETURNING "key", expires_at > {now} AS live),
+{next}
 SELECT coalesce((SELECT bool_or(live) FROM d), false), (SELECT count(*) FROM n)`)
-	p.q.info = r.Replace(`SELECT "key", owner, fence, holds, (extract(epoch FROM expires_at) * 1000)::bigint FROM {t} WHERE expires_at > {now}`)
+	p.q.info = sub(`SELECT "key", owner, fence, holds, (extract(epoch FROM expires_at) * 1000)::bigint FROM {t} WHERE expires_at > {now}`)
 	return p
 }
 
@@ -88,9 +121,20 @@ func (p *postgresDialect) migrate(ctx context.Context, db *dbsql.DB) error {
 	owner text NOT NULL,
 	fence bigint NOT NULL,
 	holds integer NOT NULL,
+	ids text NOT NULL DEFAULT ' ',
 	expires_at timestamptz NOT NULL
 )`),
+		// Tables made before hold ids existed. (Their rows then have no
+		// ids; they lapse by their TTL.)
+		r.Replace(`ALTER TABLE {t} ADD COLUMN IF NOT EXISTS ids text NOT NULL DEFAULT ' '`),
 		r.Replace(`CREATE SEQUENCE IF NOT EXISTS "{tn}_fence"`),
+		r.Replace(`CREATE TABLE IF NOT EXISTS "{tn}_queue" (
+	"key" text COLLATE "C" NOT NULL,
+	token text NOT NULL,
+	seq bigint GENERATED ALWAYS AS IDENTITY,
+	expires_at timestamptz NOT NULL,
+	PRIMARY KEY ("key", token)
+)`),
 	} {
 		if _, err := tx.ExecContext(ctx, s); err != nil {
 			return err
@@ -99,31 +143,33 @@ func (p *postgresDialect) migrate(ctx context.Context, db *dbsql.DB) error {
 	return tx.Commit()
 }
 
-func (p *postgresDialect) acquire(ctx context.Context, db *dbsql.DB, key, owner string, ttl time.Duration, inc int) (uint64, bool, time.Duration, error) {
+func (p *postgresDialect) acquire(ctx context.Context, db *dbsql.DB, key, owner, id, token string, ttl time.Duration) (uint64, bool, time.Duration, error) {
 	var (
-		held  bool
 		fence uint64
 		ms    float64
 	)
-	err := db.QueryRowContext(ctx, p.q.acquire, key, owner, ttl.Milliseconds(), inc).Scan(&held, &fence, &ms)
-	if errors.Is(err, dbsql.ErrNoRows) {
-		// Held, by a row that landed after our snapshot (we waited for its
-		// acquirer's advisory lock): ask again with a fresh snapshot, else
-		// every loser of a handoff would retry at once. No row now: it was
-		// released meanwhile, and remaining 0 retries at once.
-		err = db.QueryRowContext(ctx, p.q.remaining, key).Scan(&ms)
-		if errors.Is(err, dbsql.ErrNoRows) {
-			err = nil
-		}
+	q := p.q.acquire
+	if token != "" {
+		q = p.q.acquireQueued
 	}
-	if err != nil {
+	err := db.QueryRowContext(ctx, q, key, owner, ttl.Milliseconds(), id, token).Scan(&fence)
+	if err == nil {
+		return fence, true, 0, nil
+	}
+	if !errors.Is(err, dbsql.ErrNoRows) {
 		return 0, false, 0, err
 	}
-	return fence, held, time.Duration(ms * float64(time.Millisecond)), nil
+	err = db.QueryRowContext(ctx, p.q.wait, key, token).Scan(&ms)
+	return 0, false, time.Duration(ms * float64(time.Millisecond)), err
 }
 
-func (p *postgresDialect) refresh(ctx context.Context, db *dbsql.DB, key, owner string, fence uint64, ttl time.Duration) (bool, error) {
-	res, err := db.ExecContext(ctx, p.q.refresh, key, owner, int64(fence), ttl.Milliseconds())
+func (p *postgresDialect) leave(ctx context.Context, db *dbsql.DB, key, token string) error {
+	var notified int
+	return db.QueryRowContext(ctx, p.q.leave, key, token).Scan(&notified)
+}
+
+func (p *postgresDialect) refresh(ctx context.Context, db *dbsql.DB, key, owner, id string, fence uint64, ttl time.Duration) (bool, error) {
+	res, err := db.ExecContext(ctx, p.q.refresh, key, owner, int64(fence), id, ttl.Milliseconds())
 	if err != nil {
 		return false, err
 	}
@@ -131,12 +177,27 @@ func (p *postgresDialect) refresh(ctx context.Context, db *dbsql.DB, key, owner 
 	return n > 0, err
 }
 
-func (p *postgresDialect) release(ctx context.Context, db *dbsql.DB, key, owner string, fence uint64) (bool, bool, error) {
+func (p *postgresDialect) release(ctx context.Context, db *dbsql.DB, key, owner, id string, fence uint64) (bool, bool, error) {
+	var deleted, notified int
+	err := db.QueryRowContext(ctx, p.q.free, key, owner, int64(fence), id).Scan(&deleted, &notified)
+	if err != nil || deleted > 0 {
+		return deleted > 0, deleted > 0, err
+	}
+	// Not the row's only hold (re-entry), or not there at all.
+	return p.drop(ctx, db, key, owner, id, fence)
+}
+
+func (p *postgresDialect) abandon(ctx context.Context, db *dbsql.DB, key, owner, id string) (bool, error) {
+	_, freed, err := p.drop(ctx, db, key, owner, id, 0)
+	return freed, err
+}
+
+func (p *postgresDialect) drop(ctx context.Context, db *dbsql.DB, key, owner, id string, fence uint64) (bool, bool, error) {
 	var (
 		deleted, decremented, notified int
 		exists                         bool
 	)
-	err := db.QueryRowContext(ctx, p.q.release, key, owner, int64(fence)).Scan(&deleted, &decremented, &notified, &exists)
+	err := db.QueryRowContext(ctx, p.q.drop, key, owner, int64(fence), id).Scan(&deleted, &decremented, &notified, &exists)
 	switch {
 	case err != nil:
 		return false, false, err
@@ -212,6 +273,7 @@ func (l *sqlLocker) initPostgres(ctx context.Context) error {
 		return nil
 	}
 	ls := newListener(cfg, p.name)
+	l.queue = true
 	l.hub = wait.NewHub(ls)
 	ls.hub = l.hub
 	l.stop = ls.close

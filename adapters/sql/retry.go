@@ -17,7 +17,8 @@ var errRace = errors.New("locker/sql: concurrent change, retrying")
 // retry runs op, holding the process's gate to the database if any, and
 // runs it again after transient errors, with backoff, until the caller's
 // deadline or the retry timeout. It reports through *ambiguous (if not nil)
-// whether a failed try may have been applied. Errors wrap
+// whether a failed try may have been applied (so does a try cut short by
+// the end of ctx). Errors wrap
 // locker.ErrUnavailable, or ctx.Err() once ctx has ended.
 func (l *sqlLocker) retry(ctx context.Context, op func(context.Context) error, ambiguous *bool) error {
 	end := time.Now().Add(l.cfg.retryTimeout)
@@ -28,6 +29,11 @@ func (l *sqlLocker) retry(ctx context.Context, op func(context.Context) error, a
 			return nil
 		}
 		if ctx.Err() != nil {
+			// The failure may be the cancellation of a statement that the
+			// server had already applied.
+			if ambiguous != nil {
+				*ambiguous = true
+			}
 			return fmt.Errorf("locker/sql: %w (%v)", ctx.Err(), err)
 		}
 		transient, amb := errors.Is(err, errRace), false

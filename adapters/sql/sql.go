@@ -2,9 +2,11 @@ package sql
 
 import (
 	"context"
+	"crypto/rand"
 	dbsql "database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"gorm.io/gorm"
@@ -20,15 +22,24 @@ type dialect interface {
 	migrate(ctx context.Context, db *dbsql.DB) error
 	// acquire makes one attempt. If key is held by another owner, held is
 	// false and remaining is the holder's time left (<= 0 if unknown).
-	// inc is the hold count a same-owner row gains: 1 for WithOwner
-	// re-entry, 0 for a random owner (whose same-owner row can only be its
-	// own earlier attempt, so a retry stays idempotent).
-	acquire(ctx context.Context, db *dbsql.DB, key, owner string, ttl time.Duration, inc int) (fence uint64, held bool, remaining time.Duration, err error)
+	// id names the hold this attempt adds: a same-owner row that has it
+	// already is not changed, so a retry after a lost reply adds nothing.
+	// token is a waiting Lock's place in the key's queue ("" for none),
+	// which a failed attempt takes or keeps, and a successful one leaves.
+	acquire(ctx context.Context, db *dbsql.DB, key, owner, id, token string, ttl time.Duration) (fence uint64, held bool, remaining time.Duration, err error)
+	// leave takes token out of key's queue and, if the key is free, wakes
+	// the next waiter.
+	leave(ctx context.Context, db *dbsql.DB, key, token string) error
 	// refresh extends the row if it is still this lease's.
-	refresh(ctx context.Context, db *dbsql.DB, key, owner string, fence uint64, ttl time.Duration) (bool, error)
-	// release drops one hold if the row is this lease's; freed reports that
-	// the row was deleted (and, on Postgres, waiters notified).
-	release(ctx context.Context, db *dbsql.DB, key, owner string, fence uint64) (ok, freed bool, err error)
+	refresh(ctx context.Context, db *dbsql.DB, key, owner, id string, fence uint64, ttl time.Duration) (bool, error)
+	// release takes hold id off the row if the row is this lease's,
+	// deleting it with its last hold; freed reports that the row was
+	// deleted (and, on Postgres, waiters notified). A hold already taken
+	// off is not there to take again: a retry never drops another hold.
+	release(ctx context.Context, db *dbsql.DB, key, owner, id string, fence uint64) (ok, freed bool, err error)
+	// abandon takes hold id off key's row of owner, whatever its fence: the
+	// undo of an acquire that may have landed after its caller gave up.
+	abandon(ctx context.Context, db *dbsql.DB, key, owner, id string) (freed bool, err error)
 	// expire deletes the row if it is this lease's and has expired.
 	expire(ctx context.Context, db *dbsql.DB, key, owner string, fence uint64) (freed bool, err error)
 	// forceUnlock deletes key's row, reporting whether it was live.
@@ -53,10 +64,16 @@ type sqlLocker struct {
 	// poll is true when no backend notification reaches every waiter (SQLite):
 	// waiters also wake on a short backoff.
 	poll bool
+	// queue is true when waiters queue in the database and the release
+	// wakes the first one by its token (Postgres with LISTEN); else
+	// releases wake the key's waiters of this process.
+	queue bool
 	// gate, when set, is held around every statement (see fileState).
 	gate chan struct{}
 	// stop ends what the dialect runs in the background (LISTEN, file refs).
 	stop func()
+	// undo counts abandon calls under way; Close waits for them.
+	undo sync.WaitGroup
 }
 
 var (
@@ -105,7 +122,9 @@ func newLocker(ctx context.Context, gdb *gorm.DB, owned bool, opts ...Option) (l
 	return l, nil
 }
 
-// Lock blocks until key is held or ctx ends.
+// Lock blocks until key is held or ctx ends. Its first attempt does not
+// queue, so an uncontended Lock writes no queue entry; later ones, made
+// once listening, take a place in the key's queue (Postgres).
 func (l *sqlLocker) Lock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
 	o, end, err := l.set.Begin(key, opts)
 	if err != nil {
@@ -114,10 +133,22 @@ func (l *sqlLocker) Lock(ctx context.Context, key string, opts ...locker.Option)
 	defer end()
 	ctx, stop := l.set.Context(ctx)
 	defer stop()
+	// token is our place in the queue once we listen (queued).
+	token, queued := rand.Text(), false
 	backoff := pollMin
 	attempt := func(ctx context.Context) (locker.Lease, time.Duration, error) {
-		lease, remaining, err := l.attempt(ctx, key, o)
-		if l.poll && errors.Is(err, locker.ErrLocked) {
+		t := ""
+		if queued {
+			t = token
+		}
+		lease, remaining, err := l.attempt(ctx, key, t, o)
+		if !errors.Is(err, locker.ErrLocked) {
+			return lease, remaining, err
+		}
+		if t != "" && (remaining <= 0 || remaining > o.TTL/3) {
+			remaining = o.TTL / 3 // look again in time to keep our place
+		}
+		if l.poll {
 			if remaining <= 0 || remaining > backoff {
 				remaining = backoff
 			}
@@ -125,9 +156,20 @@ func (l *sqlLocker) Lock(ctx context.Context, key string, opts ...locker.Option)
 		}
 		return lease, remaining, err
 	}
-	return wait.Until(ctx, key, attempt, func(ctx context.Context) (<-chan struct{}, func(), error) {
-		return l.hub.Subscribe(ctx, key)
+	lease, err := wait.Until(ctx, key, attempt, func(ctx context.Context) (<-chan struct{}, func(), error) {
+		if !l.queue {
+			return l.hub.Subscribe(ctx, key)
+		}
+		queued = true                      // from now on, even if Subscribe fails: leave below
+		return l.hub.Subscribe(ctx, token) // the release wakes the first waiter by its token
 	})
+	if err != nil && queued {
+		// Leave the queue now, so a Lock that gives up delays no one.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(l.cfg.retryTimeout, time.Second))
+		defer cancel()
+		_ = l.retry(ctx, func(ctx context.Context) error { return l.d.leave(ctx, l.db, key, token) }, nil)
+	}
+	return lease, err
 }
 
 // Backoff of a waiter that no notification may reach (SQLite across
@@ -146,28 +188,31 @@ func (l *sqlLocker) TryLock(ctx context.Context, key string, opts ...locker.Opti
 	defer end()
 	ctx, stop := l.set.Context(ctx)
 	defer stop()
-	lease, _, err := l.attempt(ctx, key, o)
+	lease, _, err := l.attempt(ctx, key, "", o)
 	return lease, wait.CtxErr(ctx, key, err)
 }
 
 // attempt runs the acquire statement once (retrying transient errors) and
 // wraps a success in a lease.
-func (l *sqlLocker) attempt(ctx context.Context, key string, o locker.Options) (locker.Lease, time.Duration, error) {
-	inc := 0
-	if o.StableOwner {
-		inc = 1
-	}
+func (l *sqlLocker) attempt(ctx context.Context, key, token string, o locker.Options) (locker.Lease, time.Duration, error) {
+	// The hold's id: the same through this attempt's retries, so a retry
+	// after a lost reply finds its hold already there.
+	id := rand.Text()
 	start := time.Now()
 	var (
 		fence     uint64
 		held      bool
 		remaining time.Duration
+		ambiguous bool
 	)
 	err := l.retry(ctx, func(ctx context.Context) (err error) {
-		fence, held, remaining, err = l.d.acquire(ctx, l.db, key, o.Owner, o.TTL, inc)
+		fence, held, remaining, err = l.d.acquire(ctx, l.db, key, o.Owner, id, token, o.TTL)
 		return err
-	}, nil)
+	}, &ambiguous)
 	if err != nil {
+		if ambiguous {
+			l.abandon(ctx, key, o.Owner, id)
+		}
 		return nil, 0, err
 	}
 	if !held {
@@ -176,12 +221,37 @@ func (l *sqlLocker) attempt(ctx context.Context, key string, o locker.Options) (
 	ls, err := lease.New(l.set, lease.Config{
 		Key: key, Owner: o.Owner, Fence: fence, TTL: o.TTL, KeepAlive: o.KeepAlive,
 		Start: start,
-		Ops:   &ops{l: l, key: key, owner: o.Owner, fence: fence, ttl: o.TTL},
+		Ops:   &ops{l: l, key: key, owner: o.Owner, id: id, fence: fence, ttl: o.TTL},
 	})
 	if err != nil {
+		// Closed meanwhile: the hold must not outlive the Locker.
+		l.abandon(ctx, key, o.Owner, id)
 		return nil, 0, err
 	}
 	return ls, 0, nil
+}
+
+// abandon takes hold id back in the background, after an acquire that
+// failed (or was cancelled) in a way that may have landed: else the row
+// would keep the key until its TTL. The hold id makes this safe for a
+// WithOwner identity too: its other holds, even ones granted meanwhile, are
+// not touched. It runs under its own deadline, since ctx has likely ended.
+func (l *sqlLocker) abandon(ctx context.Context, key, owner, id string) {
+	d := l.d
+	l.undo.Add(1)
+	go func() {
+		defer l.undo.Done()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(l.cfg.retryTimeout, time.Second))
+		defer cancel()
+		var freed bool
+		err := l.retry(ctx, func(ctx context.Context) (err error) {
+			freed, err = d.abandon(ctx, l.db, key, owner, id)
+			return err
+		}, nil)
+		if err == nil && freed && l.poll {
+			l.hub.Notify(key)
+		}
+	}()
 }
 
 // Close unlocks held leases best-effort and releases the Locker's
@@ -192,6 +262,7 @@ func (l *sqlLocker) Close() error {
 	if err := l.set.Close(ctx); err != nil {
 		return err
 	}
+	l.undo.Wait()
 	l.stop()
 	if l.owned {
 		return l.db.Close()

@@ -25,24 +25,29 @@ type sqliteDialect struct {
 
 func newSQLite(table string) *sqliteDialect {
 	s := &sqliteDialect{t: `"` + table + `"`}
-	r := strings.NewReplacer("{t}", s.t, "{fence}", `"`+table+`_fence"`, "{now}", nowMS)
-	// A same-owner row is re-entered while live; else, as an expired row,
-	// taken over: new owner, new fence, one hold. SET reads the old row.
-	s.q.acquire = r.Replace(`INSERT INTO {t} AS l ("key", owner, fence, holds, expires_at)
-VALUES ($1, $2, (SELECT v + 1 FROM {fence} WHERE id = 1), 1, {now} + $3)
+	r := strings.NewReplacer("{t}", s.t, "{fence}", `"`+table+`_fence"`, "{now}", nowMS, "{id}", `(' ' || $4 || ' ')`)
+	// A same-owner row is re-entered while live, gaining the hold id $4
+	// unless it has it already (a retry of this very call); else, as an
+	// expired row, taken over: new owner, new fence, one hold. SET reads
+	// the old row.
+	s.q.acquire = r.Replace(`INSERT INTO {t} AS l ("key", owner, fence, holds, ids, expires_at)
+VALUES ($1, $2, (SELECT v + 1 FROM {fence} WHERE id = 1), 1, {id}, {now} + $3)
 ON CONFLICT ("key") DO UPDATE SET
 	fence = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN l.fence ELSE excluded.fence END,
-	holds = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN l.holds + $4 ELSE 1 END,
+	holds = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN l.holds + (instr(l.ids, excluded.ids) = 0) ELSE 1 END,
+	ids = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN
+		CASE WHEN instr(l.ids, excluded.ids) = 0 THEN l.ids || $4 || ' ' ELSE l.ids END ELSE excluded.ids END,
 	expires_at = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN max(l.expires_at, excluded.expires_at) ELSE excluded.expires_at END,
 	owner = excluded.owner
 WHERE l.expires_at <= {now} OR l.owner = excluded.owner
 RETURNING fence`)
 	s.q.remaining = r.Replace(`SELECT expires_at - {now} FROM {t} WHERE "key" = $1`)
-	s.q.refresh = r.Replace(`UPDATE {t} SET expires_at = max(expires_at, {now} + $4)
-WHERE "key" = $1 AND owner = $2 AND fence = $3`)
-	// The trigger deletes the row once holds reach 0.
-	s.q.release = r.Replace(`UPDATE {t} SET holds = holds - 1
-WHERE "key" = $1 AND owner = $2 AND fence = $3 RETURNING holds`)
+	s.q.refresh = r.Replace(`UPDATE {t} SET expires_at = max(expires_at, {now} + $5)
+WHERE "key" = $1 AND owner = $2 AND fence = $3 AND instr(ids, {id}) > 0`)
+	// Takes hold id $4 off the row (fence $3, or any fence if 0); the
+	// trigger deletes the row once holds reach 0.
+	s.q.release = r.Replace(`UPDATE {t} SET holds = holds - 1, ids = replace(ids, {id}, ' ')
+WHERE "key" = $1 AND owner = $2 AND ($3 = 0 OR fence = $3) AND instr(ids, {id}) > 0 RETURNING holds`)
 	s.q.expire = r.Replace(`DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND fence = $3 AND expires_at <= {now}`)
 	s.q.force = r.Replace(`DELETE FROM {t} WHERE "key" = $1 RETURNING expires_at > {now}`)
 	s.q.info = r.Replace(`SELECT "key", owner, fence, holds, expires_at FROM {t} WHERE expires_at > {now}`)
@@ -58,6 +63,7 @@ CREATE TABLE IF NOT EXISTS {t} (
 	owner TEXT NOT NULL,
 	fence INTEGER NOT NULL,
 	holds INTEGER NOT NULL,
+	ids TEXT NOT NULL DEFAULT ' ',
 	expires_at INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS "{tn}_fence" (id INTEGER PRIMARY KEY CHECK (id = 1), v INTEGER NOT NULL);
@@ -76,12 +82,23 @@ BEGIN DELETE FROM {t} WHERE "key" = NEW."key"; END;`)
 	if _, err := tx.ExecContext(ctx, ddl); err != nil {
 		return err
 	}
+	// Tables made before hold ids existed. (Their rows then have no ids;
+	// they lapse by their TTL.)
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info($1) WHERE name = 'ids'`, strings.Trim(s.t, `"`)).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		if _, err := tx.ExecContext(ctx, r.Replace(`ALTER TABLE {t} ADD COLUMN ids TEXT NOT NULL DEFAULT ' '`)); err != nil {
+			return err
+		}
+	}
 	return tx.Commit()
 }
 
-func (s *sqliteDialect) acquire(ctx context.Context, db *dbsql.DB, key, owner string, ttl time.Duration, inc int) (uint64, bool, time.Duration, error) {
+func (s *sqliteDialect) acquire(ctx context.Context, db *dbsql.DB, key, owner, id, _ string, ttl time.Duration) (uint64, bool, time.Duration, error) {
 	var fence uint64
-	err := db.QueryRowContext(ctx, s.q.acquire, key, owner, ttl.Milliseconds(), inc).Scan(&fence)
+	err := db.QueryRowContext(ctx, s.q.acquire, key, owner, ttl.Milliseconds(), id).Scan(&fence)
 	if err == nil {
 		return fence, true, 0, nil
 	}
@@ -99,8 +116,8 @@ func (s *sqliteDialect) acquire(ctx context.Context, db *dbsql.DB, key, owner st
 	return 0, false, time.Duration(ms) * time.Millisecond, nil
 }
 
-func (s *sqliteDialect) refresh(ctx context.Context, db *dbsql.DB, key, owner string, fence uint64, ttl time.Duration) (bool, error) {
-	res, err := db.ExecContext(ctx, s.q.refresh, key, owner, fence, ttl.Milliseconds())
+func (s *sqliteDialect) refresh(ctx context.Context, db *dbsql.DB, key, owner, id string, fence uint64, ttl time.Duration) (bool, error) {
+	res, err := db.ExecContext(ctx, s.q.refresh, key, owner, fence, id, ttl.Milliseconds())
 	if err != nil {
 		return false, err
 	}
@@ -108,9 +125,9 @@ func (s *sqliteDialect) refresh(ctx context.Context, db *dbsql.DB, key, owner st
 	return n > 0, err
 }
 
-func (s *sqliteDialect) release(ctx context.Context, db *dbsql.DB, key, owner string, fence uint64) (bool, bool, error) {
+func (s *sqliteDialect) release(ctx context.Context, db *dbsql.DB, key, owner, id string, fence uint64) (bool, bool, error) {
 	var holds int
-	err := db.QueryRowContext(ctx, s.q.release, key, owner, fence).Scan(&holds)
+	err := db.QueryRowContext(ctx, s.q.release, key, owner, fence, id).Scan(&holds)
 	switch {
 	case errors.Is(err, dbsql.ErrNoRows):
 		return false, false, nil
@@ -118,6 +135,14 @@ func (s *sqliteDialect) release(ctx context.Context, db *dbsql.DB, key, owner st
 		return false, false, err
 	}
 	return true, holds <= 0, nil
+}
+
+// leave: SQLite keeps no queue.
+func (s *sqliteDialect) leave(context.Context, *dbsql.DB, string, string) error { return nil }
+
+func (s *sqliteDialect) abandon(ctx context.Context, db *dbsql.DB, key, owner, id string) (bool, error) {
+	_, freed, err := s.release(ctx, db, key, owner, id, 0)
+	return freed, err
 }
 
 func (s *sqliteDialect) expire(ctx context.Context, db *dbsql.DB, key, owner string, fence uint64) (bool, error) {

@@ -1,0 +1,199 @@
+package sql
+
+import (
+	"context"
+	"crypto/rand"
+	dbsql "database/sql"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/testenv"
+)
+
+// dialects opens a Locker on each database: the Postgres of
+// scripts/backends and a fresh SQLite file.
+func dialects(t *testing.T) map[string]*sqlLocker {
+	t.Helper()
+	ls := map[string]*sqlLocker{}
+	for name, raw := range map[string]string{
+		"postgres": testenv.URL(t, "LOCKER_TEST_POSTGRES").String(),
+		"sqlite":   "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "holds.db")),
+	} {
+		l, err := locker.Open(context.Background(), raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		ls[name] = l.(*sqlLocker)
+	}
+	return ls
+}
+
+// holds is the key's live hold count, 0 if no row.
+func holds(t *testing.T, l *sqlLocker, key string) int {
+	t.Helper()
+	info, err := l.Status(context.Background(), key)
+	if errors.Is(err, locker.ErrNotHeld) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Holds
+}
+
+// A statement that is run again with the same hold id, as a retry after a
+// lost reply does, adds or drops nothing more; and a release retried after
+// the owner took the key again never drops the newer hold.
+func TestHoldIDsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	for name, l := range dialects(t) {
+		t.Run(name, func(t *testing.T) {
+			key, owner := "holds-"+rand.Text(), "x"
+			acquire := func(id string) uint64 {
+				t.Helper()
+				fence, held, _, err := l.d.acquire(ctx, l.db, key, owner, id, "", time.Minute)
+				if err != nil || !held {
+					t.Fatalf("acquire %s = %v, %v", id, held, err)
+				}
+				return fence
+			}
+			release := func(id string, fence uint64) bool {
+				t.Helper()
+				ok, _, err := l.d.release(ctx, l.db, key, owner, id, fence)
+				if err != nil {
+					t.Fatalf("release %s: %v", id, err)
+				}
+				return ok
+			}
+			f := acquire("a")
+			if again := acquire("a"); again != f || holds(t, l, key) != 1 {
+				t.Fatalf("acquire retried: fence %d (first %d), holds %d; want the same fence and 1 hold", again, f, holds(t, l, key))
+			}
+			acquire("b")
+			if n := holds(t, l, key); n != 2 {
+				t.Fatalf("re-entered: holds %d, want 2", n)
+			}
+			if !release("a", f) {
+				t.Fatal("release of hold a: not ours")
+			}
+			if release("a", f) {
+				t.Error("release of hold a retried: applied again")
+			}
+			acquire("c") // the owner re-enters before a late retry of a's release
+			if release("a", f) {
+				t.Error("late retry of a's release: applied again")
+			}
+			if n := holds(t, l, key); n != 2 {
+				t.Fatalf("after a's release and its retries: holds %d, want b and c", n)
+			}
+			if !release("b", f) || !release("c", f) {
+				t.Fatal("release of holds b, c: not ours")
+			}
+			if n := holds(t, l, key); n != 0 {
+				t.Errorf("after every hold was released: holds %d, want no row", n)
+			}
+		})
+	}
+}
+
+// lossy is a dialect whose acquire lands but then fails as fail says, for
+// the first call only: the reply was lost, or the caller gave up meanwhile.
+type lossy struct {
+	dialect
+	fail  func() error
+	calls int
+}
+
+func (d *lossy) acquire(ctx context.Context, db *dbsql.DB, key, owner, id, token string, ttl time.Duration) (uint64, bool, time.Duration, error) {
+	fence, held, remaining, err := d.dialect.acquire(ctx, db, key, owner, id, token, ttl)
+	if d.calls++; d.calls == 1 && err == nil && held {
+		return 0, false, 0, d.fail()
+	}
+	return fence, held, remaining, err
+}
+
+// lostReply is how each dialect fails a statement that may have been
+// applied and is worth retrying.
+var lostReply = map[string]error{
+	"postgres": errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer"),
+	"sqlite":   busy{},
+}
+
+type busy struct{}
+
+func (busy) Error() string { return "database is locked (5) (SQLITE_BUSY)" }
+func (busy) Code() int     { return 5 }
+
+// A WithOwner Lock whose first reply is lost is retried, and the retry
+// does not count the hold twice: one Unlock frees the key.
+func TestLostReplyRetriedOnce(t *testing.T) {
+	ctx := context.Background()
+	for name, l := range dialects(t) {
+		t.Run(name, func(t *testing.T) {
+			key := "lost-" + rand.Text()
+			real := l.d
+			l.d = &lossy{dialect: real, fail: func() error { return lostReply[name] }}
+			defer func() { l.d = real }()
+			lease, err := l.Lock(ctx, key, locker.WithOwner("x"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := holds(t, l, key); n != 1 {
+				t.Errorf("after a retried acquire: holds %d, want 1", n)
+			}
+			if err := lease.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := holds(t, l, key); n != 0 {
+				t.Errorf("after Unlock: holds %d, want no row", n)
+			}
+		})
+	}
+}
+
+// A Lock that gives up after its acquire landed takes its hold back: the
+// key is not left held until the TTL. For a WithOwner identity only that
+// attempt's hold goes; the owner's other lease keeps the key.
+func TestAbandonedAcquireUndone(t *testing.T) {
+	for name, l := range dialects(t) {
+		t.Run(name, func(t *testing.T) {
+			for _, stable := range []bool{false, true} {
+				key := "abandoned-" + rand.Text()
+				var opts []locker.Option
+				var other locker.Lease
+				if stable {
+					opts = append(opts, locker.WithOwner("x"))
+					var err error
+					if other, err = l.TryLock(context.Background(), key, opts...); err != nil {
+						t.Fatal(err)
+					}
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				real := l.d
+				l.d = &lossy{dialect: real, fail: func() error { cancel(); return context.Canceled }}
+				lease, err := l.Lock(ctx, key, append(opts, locker.WithTTL(time.Minute))...)
+				l.d = real
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("stable owner %v: Lock cancelled after its acquire landed = %v, %v; want context.Canceled", stable, lease, err)
+				}
+				l.undo.Wait()
+				want := 0
+				if stable {
+					want = 1
+				}
+				if n := holds(t, l, key); n != want {
+					t.Errorf("stable owner %v: holds %d after the abandoned Lock, want %d", stable, n, want)
+				}
+				if other != nil {
+					if err := other.Unlock(context.Background()); err != nil {
+						t.Errorf("the owner's other lease: %v", err)
+					}
+				}
+			}
+		})
+	}
+}
