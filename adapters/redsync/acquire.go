@@ -96,7 +96,7 @@ func (l *Locker) attempt(ctx context.Context, key string, o locker.Options, wait
 			// Re-entry: our hold stands on a quorum. Masters that granted
 			// afresh record the hold's fence (best effort; keep-alive too).
 			if nre < len(got) {
-				l.round(ctx, claimScript, keys, o.Owner, o.TTL.Milliseconds(), fence, "0")
+				l.round(ctx, claimScript, keys, o.Owner, o.TTL.Milliseconds(), fence, id)
 			}
 		case nre == 0 && len(errs) == 0 && (atFence == len(counted) || atFence >= l.quorum && !o.StableOwner):
 			// A quorum of grants counted to the fence: it is already at or
@@ -107,23 +107,19 @@ func (l *Locker) attempt(ctx context.Context, key string, o locker.Options, wait
 			// the largest, which a quorum already has.
 			fence = newFence
 			if atFence < len(counted) {
-				go l.round(context.Background(), claimScript, keys, o.Owner, o.TTL.Milliseconds(), fence, "0")
+				l.bg.Go(func() { l.round(context.Background(), claimScript, keys, o.Owner, o.TTL.Milliseconds(), fence, id) })
 			}
 		default:
 			// Make the fence durable: raise the counters to it and count
 			// the masters where our record still stands.
 			fence = newFence
-			reset := "0"
-			if nre > 0 {
-				reset = "1" // a lapsed hold of ours restarted: one hold
-			}
-			t := count(l.round(ctx, claimScript, keys, o.Owner, o.TTL.Milliseconds(), fence, reset))
+			t := count(l.round(ctx, claimScript, keys, o.Owner, o.TTL.Milliseconds(), fence, id))
 			holdErr = l.outcome(t, t.n[1])
 			errs = append(errs, t.errs...)
 		}
 		validity := o.TTL - l.drift(o.TTL)
 		if holdErr == nil && time.Since(start) < validity {
-			ops := &held{l: l, key: key, owner: o.Owner, fence: fence, ttl: o.TTL}
+			ops := &held{l: l, key: key, owner: o.Owner, id: id, fence: fence, ttl: o.TTL}
 			ls, err := lease.New(l.set, lease.Config{
 				Key: key, Owner: o.Owner, Fence: fence, TTL: o.TTL, KeepAlive: o.KeepAlive,
 				Start: start, Validity: validity, Ops: ops,
@@ -132,7 +128,7 @@ func (l *Locker) attempt(ctx context.Context, key string, o locker.Options, wait
 				return nil, 0, err
 			}
 			if waited {
-				l.announceTake(key, id, o.TTL)
+				l.announceTake(key, id, o.TTL, fence)
 			}
 			return ls, 0, nil
 		}
@@ -142,7 +138,7 @@ func (l *Locker) attempt(ctx context.Context, key string, o locker.Options, wait
 	// not answer (its grant may have landed). A definite refusal wrote
 	// nothing, so those are spared the round trip. Only the undo of a
 	// quorum is announced: a minority freed nobody.
-	l.undo(key, o.Owner, id, res, got, len(got) >= l.quorum)
+	l.undo(key, o.Owner, id, res, len(got) >= l.quorum)
 	if len(got)+len(taken) < l.quorum {
 		err := locker.Unavailable(fmt.Errorf("redlock: %d of %d masters answered, %d needed: %w",
 			len(got)+len(taken), len(l.masters), l.quorum, errors.Join(errs...)))
@@ -191,24 +187,27 @@ func (l *Locker) fallback(got map[int]int64, pttls []time.Duration) time.Duratio
 	return 0
 }
 
-// undo runs undoScript where a failed attempt may have written, without
-// the caller's ctx: a cancelled Lock must still leave nothing behind.
-func (l *Locker) undo(key, owner, id string, res []result[[]int64], got map[int]int64, announce bool) {
+// undo drops the failed attempt's hold wherever it may have landed: on
+// every master that granted, re-entered or did not answer. It runs without
+// the caller's ctx (a cancelled Lock must still leave nothing behind), and
+// masters that do not answer are tried again in the background: the hold
+// is named by the attempt id, so a second drop is harmless and never takes
+// a newer hold.
+func (l *Locker) undo(key, owner, id string, res []result[[]int64], announce bool) {
 	keys := []string{l.lockKey(key)}
 	channel := ""
 	if announce {
 		channel = l.channel(key)
 	}
-	each(context.Background(), l, l.cfg.nodeTimeout, func(ctx context.Context, i int, c goredis.UniversalClient) (struct{}, error) {
-		if res[i].err == nil && got[i] == refused {
-			return struct{}{}, nil
+	done := each(context.Background(), l, l.cfg.nodeTimeout, func(ctx context.Context, i int, c goredis.UniversalClient) ([]int64, error) {
+		if res[i].err == nil && res[i].v[0] == refused {
+			return nil, nil
 		}
-		re := "0"
-		if got[i] == reentered {
-			re = "1"
-		}
-		return struct{}{}, undoScript.Run(ctx, c, keys, owner, id, re, channel).Err()
+		return releaseScript.Run(ctx, c, keys, owner, channel, id).Int64Slice()
 	})
+	if failed := failedMasters(done); len(failed) > 0 {
+		l.bg.Go(func() { l.retry(failed, releaseScript, keys, owner, channel, id) })
+	}
 }
 
 // orErr is err, or alt when err is nil.

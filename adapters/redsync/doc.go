@@ -50,6 +50,8 @@
 // waiter first pauses a random part of one attempt's time; the first to
 // go acquires on quiet masters and, having waited, announces its take on
 // the channel, and the others skip their attempt and wait for its release.
+// A take carries its fence and releases carry theirs, so a take heard
+// after its own release is recognised as stale and ignored.
 // When a split happens anyway (no owner has a quorum), each contender
 // takes its minority back silently and retries after a random pause of up
 // to two attempt times: nobody holds the key, so no release would come.

@@ -11,6 +11,7 @@ import (
 type held struct {
 	l          *Locker
 	key, owner string
+	id         string // the hold's own id in the records: its attempt's
 	fence      uint64
 	ttl        time.Duration
 }
@@ -21,23 +22,25 @@ type held struct {
 func (h *held) Refresh(ctx context.Context) (time.Duration, error) {
 	l := h.l
 	t := count(l.round(ctx, claimScript, []string{l.lockKey(h.key), l.counterKey()},
-		h.owner, h.ttl.Milliseconds(), h.fence, "0"))
+		h.owner, h.ttl.Milliseconds(), h.fence, h.id))
 	if err := l.outcome(t, t.n[1]); err != nil {
 		return 0, err
 	}
 	return h.ttl - l.drift(h.ttl), nil
 }
 
-// Release drops one hold on every master; the last hold's release
+// Release drops this hold on every master; the last hold's release
 // publishes on the key's channel from the script, waking the waiters.
 // Masters that did not answer are tried again in the background, so that
-// a slow one does not keep a record (and its waiters) until it expires.
+// a slow one does not keep a record (and its waiters) until it expires:
+// a slow reply usually means the script ran, and dropping a hold by its id
+// twice, or after a newer hold of the same owner came, changes nothing.
 func (h *held) Release(ctx context.Context) error {
 	l := h.l
-	keys, args := []string{l.lockKey(h.key)}, []any{h.owner, l.channel(h.key)}
+	keys, args := []string{l.lockKey(h.key)}, []any{h.owner, l.channel(h.key), h.id}
 	res := l.round(ctx, releaseScript, keys, args...)
 	if failed := failedMasters(res); len(failed) > 0 {
-		go l.retry(failed, releaseScript, keys, args...)
+		l.bg.Go(func() { l.retry(failed, releaseScript, keys, args...) })
 	}
 	t := count(res)
 	return l.outcome(t, t.n[1]+t.n[2])

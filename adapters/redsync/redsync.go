@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,7 +65,8 @@ type Locker struct {
 	set     *lease.Set
 	hub     *wait.Hub
 	news    news
-	counted atomic.Uint64 // largest fence counter seen on any master
+	counted atomic.Uint64  // largest fence counter seen on any master
+	bg      sync.WaitGroup // background retries
 }
 
 var (

@@ -3,8 +3,18 @@ package redsync
 import goredis "github.com/redis/go-redis/v9"
 
 // The per-master steps. A lock record is a hash {o: owner, n: holds,
-// f: fence, a: id of the attempt that created it} with a PX expiry; the
-// namespace's fence counter is a plain integer without expiry.
+// f: fence, a: id of the attempt that created it, h<id>: one field per
+// hold, named by the id of the attempt that added it} with a PX expiry;
+// the namespace's fence counter is a plain integer without expiry.
+//
+// Holds are a set, not a bare count, so that adding or dropping one is
+// idempotent: a release retried in the background, a client's automatic
+// retry after a lost reply, or the undo of an attempt whose reply never
+// came each name the hold they mean and cannot take another (a newer hold
+// of the same owner) by mistake. n is the set's size, kept for Status.
+//
+// A record's expiry only ever grows: the holds of one owner share it, so
+// a hold with a short TTL must not cut the time a longer one relies on.
 
 // acquireScript: KEYS lock, counter; ARGV owner, ttl ms, attempt id,
 // reentrant ("1" for a WithOwner owner), counter floor.
@@ -22,90 +32,75 @@ if o and o ~= ARGV[1] then
           tonumber(redis.call('GET', KEYS[2]) or '0')}
 end
 if o and ARGV[4] == '1' then
-  redis.call('HINCRBY', KEYS[1], 'n', 1)
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if redis.call('HSETNX', KEYS[1], 'h' .. ARGV[3], 1) == 1 then
+    redis.call('HINCRBY', KEYS[1], 'n', 1)
+  end
+  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  end
   return {1, tonumber(redis.call('HGET', KEYS[1], 'f')), tonumber(redis.call('GET', KEYS[2]) or '0')}
+end
+if o then
+  redis.call('DEL', KEYS[1])
 end
 local c = redis.call('INCR', KEYS[2])
 if c < tonumber(ARGV[5]) then
   c = tonumber(ARGV[5])
   redis.call('SET', KEYS[2], c)
 end
-redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', 1, 'f', c, 'a', ARGV[3])
+redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', 1, 'f', c, 'a', ARGV[3], 'h' .. ARGV[3], 1)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {2, c, c}
 `)
 
-// claimScript: KEYS lock, counter; ARGV owner, ttl ms, fence, reset holds
-// ("1" to set them to 1). It raises the counter to the fence on every
-// master (counters only need to grow), and where the record is ours it
-// extends it and records the fence: 1 then, else 0. It is both the
+// claimScript: KEYS lock, counter; ARGV owner, ttl ms, fence, hold id.
+// It raises the counter to the fence on every master (counters only need
+// to grow), and where the record holds our hold it extends it (never
+// shortens it) and records the fence: 1 then, else 0. It is both the
 // keep-alive and the second acquire round that makes a fence durable.
 var claimScript = goredis.NewScript(`
 if tonumber(redis.call('GET', KEYS[2]) or '0') < tonumber(ARGV[3]) then
   redis.call('SET', KEYS[2], ARGV[3])
 end
-if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] then
+if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] or redis.call('HEXISTS', KEYS[1], 'h' .. ARGV[4]) == 0 then
   return {0}
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('HSET', KEYS[1], 'f', ARGV[3])
-if ARGV[4] == '1' then
-  redis.call('HSET', KEYS[1], 'n', 1)
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
+redis.call('HSET', KEYS[1], 'f', ARGV[3])
 return {1}
 `)
 
-// releaseScript: KEYS lock; ARGV owner, release channel. Drops one hold
-// of ours: 0 if the record is not ours, 1 if holds remain, 2 when it was
-// deleted and the release published. Every message of a release carries
-// the hold's attempt id, so a waiter counts the masters' copies as one.
+// releaseScript: KEYS lock; ARGV owner, release channel ("" to stay
+// silent), hold id. Drops that hold: 0 if the record does not have it
+// (not ours, or dropped already), 1 if holds remain, 2 when it was the
+// last and the record deleted. The deletion publishes "<a> <f>": the
+// creating attempt's id, so a waiter counts the masters' copies as one,
+// and the fence, which orders releases against take announcements. It is
+// also the undo of a failed attempt, whose hold id is the attempt's.
 var releaseScript = goredis.NewScript(`
-if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] then
+if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] or redis.call('HDEL', KEYS[1], 'h' .. ARGV[3]) == 0 then
   return {0}
 end
 if redis.call('HINCRBY', KEYS[1], 'n', -1) > 0 then
   return {1}
 end
-local a = redis.call('HGET', KEYS[1], 'a')
+local v = redis.call('HMGET', KEYS[1], 'a', 'f')
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[2], a or '')
-return {2}
-`)
-
-// undoScript: KEYS lock; ARGV owner, attempt id, reentered
-// ("1"), release channel or "" to stay silent. Takes back what one failed
-// attempt did on this master: the hold it added to our record, or the
-// record it created (recognised by the attempt id, so a late undo never
-// deletes a later attempt's grant). The counter keeps the failed grant's
-// count: the winner of the same round counted once on each of its masters
-// too, so the masters' counters stay equal, which spares the next holder
-// the second round.
-var undoScript = goredis.NewScript(`
-if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] then
-  return {0}
-end
-if ARGV[3] == '1' then
-  if redis.call('HINCRBY', KEYS[1], 'n', -1) > 0 then
-    return {1}
-  end
-elseif redis.call('HGET', KEYS[1], 'a') ~= ARGV[2] then
-  return {0}
-end
-redis.call('DEL', KEYS[1])
-if ARGV[4] ~= '' then
-  redis.call('PUBLISH', ARGV[4], ARGV[2])
+if ARGV[2] ~= '' then
+  redis.call('PUBLISH', ARGV[2], (v[1] or '') .. ' ' .. (v[2] or '0'))
 end
 return {2}
 `)
 
 // forceScript: KEYS lock; ARGV release channel. Deletes whoever's record.
 var forceScript = goredis.NewScript(`
-local a = redis.call('HGET', KEYS[1], 'a')
+local v = redis.call('HMGET', KEYS[1], 'a', 'f')
 if redis.call('DEL', KEYS[1]) == 0 then
   return {0}
 end
-redis.call('PUBLISH', ARGV[1], a or 'force')
+redis.call('PUBLISH', ARGV[1], (v[1] or 'force') .. ' ' .. (v[2] or '0'))
 return {1}
 `)
 

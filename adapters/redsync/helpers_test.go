@@ -1,0 +1,110 @@
+package redsync
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// uniqueKey is a key no other test, here or in another package, uses.
+func uniqueKey(t testing.TB, name string) string {
+	return fmt.Sprintf("review/%s/%s/%d", t.Name(), name, time.Now().UnixNano())
+}
+
+// plainLocker is a Locker over the shared masters, dialled directly, and
+// the raw clients it uses.
+func plainLocker(t testing.TB) (*Locker, []goredis.UniversalClient) {
+	t.Helper()
+	addrs := masterAddrs(t)
+	clients := make([]goredis.UniversalClient, len(addrs))
+	for i, a := range addrs {
+		c := goredis.NewClient(&goredis.Options{Addr: a, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = c.Close() })
+		clients[i] = c
+	}
+	l, err := New(clients, WithNodeTimeout(suiteNodeTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l.(*Locker), clients
+}
+
+// masterRecord reads key's record on one master: owner, holds and PTTL;
+// owner is "" when there is none.
+func masterRecord(t testing.TB, l *Locker, c goredis.UniversalClient, key string) (owner string, holds int64, pttl time.Duration) {
+	t.Helper()
+	v, err := statusScript.Run(context.Background(), c, []string{l.lockKey(key)}).Slice()
+	if err != nil {
+		t.Fatalf("status of %q: %v", key, err)
+	}
+	if len(v) < 4 {
+		return "", 0, 0
+	}
+	owner, _ = v[0].(string)
+	h, _ := v[1].(string)
+	holds, _ = strconv.ParseInt(h, 10, 64)
+	p, _ := v[3].(int64)
+	return owner, holds, time.Duration(p) * time.Millisecond
+}
+
+// scriptCounter counts the scripts a client sent (whatever their outcome).
+type scriptCounter struct{ n atomic.Int64 }
+
+func (s *scriptCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (s *scriptCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+func (s *scriptCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		err := next(ctx, cmd)
+		if n := cmd.Name(); n == "evalsha" || n == "eval" {
+			s.n.Add(1)
+		}
+		return err
+	}
+}
+
+// scriptsRun is how many scripts the server has run or refused so far.
+func scriptsRun(t testing.TB, addr string) int64 {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("INFO commandstats on %s: %v", addr, err)
+	}
+	var total int64
+	for _, line := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
+			continue
+		}
+		_, fields, _ := strings.Cut(strings.TrimSpace(line), ":")
+		for _, f := range strings.Split(fields, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			if k == "calls" || k == "rejected_calls" || k == "failed_calls" {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				total += n
+			}
+		}
+	}
+	return total
+}
+
+// within polls cond until it holds or d passes.
+func within(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a server's state: nothing to wait on
+	}
+}
