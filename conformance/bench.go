@@ -2,13 +2,11 @@ package conformance
 
 import (
 	"context"
-	"fmt"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/workload"
 )
 
 // Bench runs the standard benchmarks against the backend h drives:
@@ -55,79 +53,16 @@ func benchUncontended(b *testing.B, h Harness) {
 	}
 }
 
-// Contention is what one contended run measured.
-type Contention struct {
-	Ops      int
-	Elapsed  time.Duration
-	Waits    []time.Duration // per acquisition, sorted
-	PerOwner []int           // acquisitions per client
-}
+// Contention is what one contended run measured: ops, elapsed time, the
+// sorted waits and the acquisitions per client, with OpsPerSec, Wait(q)
+// and Fairness.
+type Contention = workload.Contention
 
-// OpsPerSec is the handoff throughput.
-func (c Contention) OpsPerSec() float64 { return float64(c.Ops) / c.Elapsed.Seconds() }
-
-// Wait returns the q-quantile (0..1) of the waits.
-func (c Contention) Wait(q float64) time.Duration {
-	if len(c.Waits) == 0 {
-		return 0
-	}
-	return c.Waits[min(len(c.Waits)-1, int(q*float64(len(c.Waits))))]
-}
-
-// Contend has workers, each with its own Locker from newLocker, take key
-// in turn ops times in all, holding it for hold each time.
+// Contend has each of lockers (each its own client) take key in turn, ops
+// times in all, holding it for hold each time: the workload of Bench's
+// Contended, for use outside go test.
 func Contend(ctx context.Context, lockers []locker.Locker, key string, ops int, hold time.Duration) (Contention, error) {
-	var (
-		mu    sync.Mutex
-		res   = Contention{PerOwner: make([]int, len(lockers))}
-		next  int
-		wg    sync.WaitGroup
-		first error
-	)
-	take := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		if next >= ops || first != nil {
-			return false
-		}
-		next++
-		return true
-	}
-	fail := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if first == nil {
-			first = err
-		}
-	}
-	start := time.Now()
-	for i, l := range lockers {
-		wg.Go(func() {
-			for take() {
-				t0 := time.Now()
-				lease, err := l.Lock(ctx, key)
-				if err != nil {
-					fail(err)
-					return
-				}
-				waited := time.Since(t0)
-				time.Sleep(hold)
-				if err := lease.Unlock(ctx); err != nil {
-					fail(fmt.Errorf("unlock: %w", err))
-					return
-				}
-				mu.Lock()
-				res.Waits = append(res.Waits, waited)
-				res.PerOwner[i]++
-				res.Ops++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	res.Elapsed = time.Since(start)
-	slices.Sort(res.Waits)
-	return res, first
+	return workload.Contend(ctx, lockers, key, ops, hold, nil)
 }
 
 func benchContended(b *testing.B, h Harness, workers int, hold time.Duration) {
@@ -144,4 +79,5 @@ func benchContended(b *testing.B, h Harness, workers int, hold time.Duration) {
 	b.ReportMetric(res.OpsPerSec(), "ops/s")
 	b.ReportMetric(float64(res.Wait(0.50).Microseconds())/1000, "p50-wait-ms")
 	b.ReportMetric(float64(res.Wait(0.99).Microseconds())/1000, "p99-wait-ms")
+	b.ReportMetric(res.Fairness(), "fairness")
 }

@@ -8,12 +8,11 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/workload"
 )
 
 // benchResult is what `locker bench` measured on one backend. Times are in
@@ -131,24 +130,24 @@ func (e env) benchOne(ctx context.Context, raw string, cfg benchConfig) (benchRe
 	if err != nil {
 		return r, solo.explain(err)
 	}
-	r.LockUnlockP50, r.LockUnlockP99 = ms(quantile(lats, 0.5)), ms(quantile(lats, 0.99))
+	r.LockUnlockP50, r.LockUnlockP99 = ms(workload.Quantile(lats, 0.5)), ms(workload.Quantile(lats, 0.99))
 	if rtt := roundTrip(ctx, solo.Locker, prefix+"free"); rtt > 0 {
 		r.RoundTrip = ms(rtt)
-		r.RTTx = float64(quantile(lats, 0.5)) / float64(rtt)
+		r.RTTx = float64(workload.Quantile(lats, 0.5)) / float64(rtt)
 	}
 
 	lockers := make([]locker.Locker, cfg.workers)
 	for i := range lockers {
 		lockers[i] = clients[i+1].Locker
 	}
-	c, err := contend(ctx, lockers, prefix+"contended", cfg.ops, cfg.hold, bar)
+	c, err := workload.Contend(ctx, lockers, prefix+"contended", cfg.ops, cfg.hold, func() { bar.add(1) })
 	if err != nil {
 		return r, solo.explain(err)
 	}
-	r.OpsPerSec = float64(c.ops) / c.elapsed.Seconds()
-	r.WaitP50, r.WaitP99 = ms(quantile(c.waits, 0.5)), ms(quantile(c.waits, 0.99))
-	r.Fairness = jain(c.perWorker)
-	r.PerWorker = c.perWorker
+	r.OpsPerSec = c.OpsPerSec()
+	r.WaitP50, r.WaitP99 = ms(c.Wait(0.5)), ms(c.Wait(0.99))
+	r.Fairness = c.Fairness()
+	r.PerWorker = c.PerOwner
 	return r, nil
 }
 
@@ -185,66 +184,7 @@ func roundTrip(ctx context.Context, l locker.Locker, key string) time.Duration {
 		}
 		ds = append(ds, time.Since(t0))
 	}
-	return quantile(sorted(ds), 0.5)
-}
-
-// contention is what one contended run measured.
-type contention struct {
-	ops       int
-	elapsed   time.Duration
-	waits     []time.Duration // per acquisition, sorted
-	perWorker []int
-}
-
-// contend has each Locker take key in turn, ops times in all, holding it
-// for hold each time: conformance.Contend's workload, with progress.
-func contend(ctx context.Context, lockers []locker.Locker, key string, ops int, hold time.Duration, bar *progress) (contention, error) {
-	var (
-		mu    sync.Mutex
-		res   = contention{perWorker: make([]int, len(lockers))}
-		taken atomic.Int64
-		wg    sync.WaitGroup
-		first error
-	)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	fail := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if first == nil {
-			first = err
-			cancel() // stop the other workers' waits
-		}
-	}
-	start := time.Now()
-	for i, l := range lockers {
-		wg.Go(func() {
-			for taken.Add(1) <= int64(ops) {
-				t0 := time.Now()
-				lease, err := l.Lock(ctx, key)
-				if err != nil {
-					fail(err)
-					return
-				}
-				waited := time.Since(t0)
-				time.Sleep(hold) // the work under the lock
-				if err := lease.Unlock(ctx); err != nil {
-					fail(fmt.Errorf("unlock: %w", err))
-					return
-				}
-				mu.Lock()
-				res.waits = append(res.waits, waited)
-				res.perWorker[i]++
-				res.ops++
-				mu.Unlock()
-				bar.add(1)
-			}
-		})
-	}
-	wg.Wait()
-	res.elapsed = time.Since(start)
-	sorted(res.waits)
-	return res, first
+	return workload.Quantile(sorted(ds), 0.5)
 }
 
 func (e env) benchTable(results []benchResult) {

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestScrubMasksCredentials(t *testing.T) {
@@ -24,22 +23,6 @@ func TestScrubMasksCredentials(t *testing.T) {
 	}
 	if got := redactURL("redis://:pw@h:1/0?password=x&db=2"); got != "redis://:xxxxx@h:1/0?db=2&password=xxxxx" {
 		t.Errorf("redactURL = %q", got)
-	}
-}
-
-func TestQuantileAndJain(t *testing.T) {
-	ds := []time.Duration{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
-	if q := quantile(ds, 0.5); q != 5 {
-		t.Errorf("p50 = %v, want 5", q)
-	}
-	if q := quantile(ds, 0.99); q != 10 {
-		t.Errorf("p99 = %v, want 10", q)
-	}
-	if j := jain([]int{5, 5, 5, 5}); j != 1 {
-		t.Errorf("jain of an even split = %v, want 1", j)
-	}
-	if j := jain([]int{20, 0, 0, 0}); j != 0.25 {
-		t.Errorf("jain of one worker taking all = %v, want 1/4", j)
 	}
 }
 

@@ -1,0 +1,108 @@
+// Package workload is the contended-lock workload that the conformance
+// benchmarks and `locker bench` share, and the statistics they report.
+package workload
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/locker-go/locker"
+)
+
+// Contention is what one contended run measured.
+type Contention struct {
+	Ops      int
+	Elapsed  time.Duration
+	Waits    []time.Duration // per acquisition, sorted
+	PerOwner []int           // acquisitions per Locker
+}
+
+// OpsPerSec is the handoff throughput.
+func (c Contention) OpsPerSec() float64 { return float64(c.Ops) / c.Elapsed.Seconds() }
+
+// Wait returns the q-quantile (0..1) of the waits.
+func (c Contention) Wait(q float64) time.Duration { return Quantile(c.Waits, q) }
+
+// Fairness is Jain's index of the acquisitions per Locker, (Σx)²/(n·Σx²):
+// 1 when every Locker got the key equally often, 1/n when one got it every
+// time; unlike max/min, one unlucky Locker in a short run does not throw it.
+func (c Contention) Fairness() float64 {
+	var sum, sq float64
+	for _, n := range c.PerOwner {
+		sum += float64(n)
+		sq += float64(n) * float64(n)
+	}
+	if sq == 0 {
+		return 0
+	}
+	return sum * sum / (float64(len(c.PerOwner)) * sq)
+}
+
+// Contend has each of lockers (each its own client, like a process) take
+// key in turn, ops times in all, holding it for hold each time. progress,
+// if not nil, is called after each acquisition. The first error stops
+// every worker.
+func Contend(ctx context.Context, lockers []locker.Locker, key string, ops int, hold time.Duration, progress func()) (Contention, error) {
+	var (
+		mu    sync.Mutex
+		res   = Contention{PerOwner: make([]int, len(lockers))}
+		taken atomic.Int64
+		wg    sync.WaitGroup
+		first error
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if first == nil {
+			first = err
+			cancel() // stop the other workers' waits
+		}
+	}
+	start := time.Now()
+	for i, l := range lockers {
+		wg.Go(func() {
+			for taken.Add(1) <= int64(ops) {
+				t0 := time.Now()
+				lease, err := l.Lock(ctx, key)
+				if err != nil {
+					fail(err)
+					return
+				}
+				waited := time.Since(t0)
+				time.Sleep(hold) // the work under the lock
+				if err := lease.Unlock(ctx); err != nil {
+					fail(fmt.Errorf("unlock: %w", err))
+					return
+				}
+				mu.Lock()
+				res.Waits = append(res.Waits, waited)
+				res.PerOwner[i]++
+				res.Ops++
+				mu.Unlock()
+				if progress != nil {
+					progress()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	slices.Sort(res.Waits)
+	return res, first
+}
+
+// Quantile returns the q-quantile (0..1) of sorted: the smallest value
+// with at least q of them at or below it.
+func Quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.999999) - 1 // ceil(q·n)-1
+	return sorted[max(0, min(len(sorted)-1, i))]
+}

@@ -1,0 +1,29 @@
+package workload
+
+import (
+	"testing"
+	"time"
+)
+
+func TestQuantile(t *testing.T) {
+	ds := []time.Duration{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	for q, want := range map[float64]time.Duration{0.5: 5, 0.99: 10, 0: 1, 1: 10} {
+		if got := Quantile(ds, q); got != want {
+			t.Errorf("Quantile(%v) = %v, want %v", q, got, want)
+		}
+	}
+	if Quantile(nil, 0.5) != 0 {
+		t.Error("Quantile of nothing is not 0")
+	}
+}
+
+func TestFairness(t *testing.T) {
+	for _, c := range []struct {
+		per  []int
+		want float64
+	}{{[]int{5, 5, 5, 5}, 1}, {[]int{20, 0, 0, 0}, 0.25}, {[]int{0, 0}, 0}} {
+		if got := (Contention{PerOwner: c.per}).Fairness(); got != c.want {
+			t.Errorf("Fairness(%v) = %v, want %v", c.per, got, c.want)
+		}
+	}
+}
