@@ -31,13 +31,11 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...locker.Option)
 }
 
 func (l *Locker) acquire(ctx context.Context, key string, try bool, opts []locker.Option) (locker.Lease, error) {
-	o, end, err := l.set.Begin(key, opts)
+	ctx, o, end, err := l.set.Begin(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer end()
-	ctx, stop := l.set.Context(ctx)
-	defer stop()
 	for {
 		lease, err := l.attempt(ctx, key, o, try)
 		if !errors.Is(err, errRequeue) {

@@ -101,13 +101,11 @@ func (l *Locker) fenceKey() string   { return l.cfg.prefix + "fence" }
 // sleeps until the release message names it, or until the holder's lease
 // or the first waiter's place lapses.
 func (l *Locker) Lock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
-	o, end, err := l.set.Begin(key, opts)
+	ctx, o, end, err := l.set.Begin(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer end()
-	ctx, stop := l.set.Context(ctx)
-	defer stop()
 	// token is our place in the queue and the op id of our attempts.
 	token := l.sub.token(rand.Text())
 	attempt := func(ctx context.Context) (locker.Lease, time.Duration, error) {
@@ -138,7 +136,7 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...locker.Option) (l
 
 // TryLock makes one attempt; ErrLocked if another owner holds key.
 func (l *Locker) TryLock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
-	o, end, err := l.set.Begin(key, opts)
+	ctx, o, end, err := l.set.Begin(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}

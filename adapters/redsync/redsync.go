@@ -111,28 +111,26 @@ func (l *Locker) drift(ttl time.Duration) time.Duration {
 }
 
 // resolve checks the call's input before anything reaches a master.
-func (l *Locker) resolve(key string, opts []locker.Option) (locker.Options, func(), error) {
-	o, end, err := l.set.Begin(key, opts)
+func (l *Locker) resolve(ctx context.Context, key string, opts []locker.Option) (context.Context, locker.Options, func(), error) {
+	ctx, o, end, err := l.set.Begin(ctx, key, opts)
 	if err != nil {
-		return o, nil, err
+		return ctx, o, nil, err
 	}
 	if o.TTL <= l.drift(o.TTL)+l.cfg.nodeTimeout {
 		end()
-		return o, nil, fmt.Errorf("%w: %v leaves no validity after the drift allowance and a node timeout", locker.ErrInvalidTTL, o.TTL)
+		return ctx, o, nil, fmt.Errorf("%w: %v leaves no validity after the drift allowance and a node timeout", locker.ErrInvalidTTL, o.TTL)
 	}
-	return o, end, nil
+	return ctx, o, end, nil
 }
 
 // Lock acquires key on a quorum of masters, waiting for release
 // notifications while another owner holds it.
 func (l *Locker) Lock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
-	o, end, err := l.resolve(key, opts)
+	ctx, o, end, err := l.resolve(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer end()
-	ctx, stop := l.set.Context(ctx)
-	defer stop()
 	var last time.Duration // how long our last attempt took
 	return wait.Until(ctx, key,
 		func(ctx context.Context) (locker.Lease, time.Duration, error) {
@@ -169,13 +167,11 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // TryLock makes one Redlock attempt; ErrLocked if another owner holds key.
 func (l *Locker) TryLock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
-	o, end, err := l.resolve(key, opts)
+	ctx, o, end, err := l.resolve(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer end()
-	ctx, stop := l.set.Context(ctx)
-	defer stop()
 	lease, _, err := l.attempt(ctx, key, o, false)
 	return lease, err
 }

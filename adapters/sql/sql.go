@@ -126,13 +126,11 @@ func newLocker(ctx context.Context, gdb *gorm.DB, owned bool, opts ...Option) (l
 // queue, so an uncontended Lock writes no queue entry; later ones, made
 // once listening, take a place in the key's queue (Postgres).
 func (l *sqlLocker) Lock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
-	o, end, err := l.set.Begin(key, opts)
+	ctx, o, end, err := l.set.Begin(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer end()
-	ctx, stop := l.set.Context(ctx)
-	defer stop()
 	// token is our place in the queue once we listen (queued).
 	token, queued := rand.Text(), false
 	backoff := pollMin
@@ -181,13 +179,11 @@ const (
 
 // TryLock makes one attempt and returns ErrLocked if another owner holds key.
 func (l *sqlLocker) TryLock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
-	o, end, err := l.set.Begin(key, opts)
+	ctx, o, end, err := l.set.Begin(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer end()
-	ctx, stop := l.set.Context(ctx)
-	defer stop()
 	lease, _, err := l.attempt(ctx, key, "", o)
 	return lease, wait.CtxErr(ctx, key, err)
 }

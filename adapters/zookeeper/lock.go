@@ -53,7 +53,7 @@ func (z *Locker) TryLock(ctx context.Context, key string, opts ...locker.Option)
 }
 
 func (z *Locker) acquire(ctx context.Context, key string, try bool, opts []locker.Option) (locker.Lease, error) {
-	o, end, err := z.set.Begin(key, opts)
+	ctx, o, end, err := z.set.Begin(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -62,8 +62,6 @@ func (z *Locker) acquire(ctx context.Context, key string, try bool, opts []locke
 		return nil, z.ttlError(o.TTL, s)
 	}
 	start := time.Now()
-	ctx, stop := z.set.Context(ctx)
-	defer stop()
 	if o.StableOwner {
 		l, err := z.reenter(ctx, key, o, start)
 		if l != nil || err != nil {

@@ -297,24 +297,27 @@ func (s *Set) remove(l *Lease) {
 }
 
 // Begin starts a Lock or TryLock call: ErrClosed once Close was called,
-// else the resolved options, or why they are bad. Either way nothing has
-// reached the backend yet. On success the caller must call end when the
-// call returns: Close waits for calls under way, so that their clean-up
-// (leaving a queue, undoing a late grant) runs before the adapter closes
-// its client.
-func (s *Set) Begin(key string, opts []locker.Option) (o locker.Options, end func(), err error) {
+// else the resolved options, or why they are bad; either way nothing has
+// reached the backend yet. On success it returns the call's context, which
+// Close also cancels (cause ErrClosed), and end, which the caller must call
+// when the call returns: Close waits for calls under way, so that their
+// clean-up (leaving a queue, undoing a late grant) runs before the adapter
+// closes its client.
+func (s *Set) Begin(ctx context.Context, key string, opts []locker.Option) (context.Context, locker.Options, func(), error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return locker.Options{}, nil, locker.ErrClosed
+		return ctx, locker.Options{}, nil, locker.ErrClosed
 	}
 	s.calls.Add(1)
 	s.mu.Unlock()
-	if o, err = locker.Resolve(key, opts...); err != nil {
+	o, err := locker.Resolve(key, opts...)
+	if err != nil {
 		s.calls.Done()
-		return locker.Options{}, nil, err
+		return ctx, locker.Options{}, nil, err
 	}
-	return o, s.calls.Done, nil
+	ctx, stop := s.Context(ctx)
+	return ctx, o, func() { stop(); s.calls.Done() }, nil
 }
 
 // CheckKey starts an admin call on key: ErrClosed, ErrInvalidKey or nil.
