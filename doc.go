@@ -20,8 +20,11 @@
 // package: at most one live lease per key; a crashed holder's lock lapses
 // within its TTL; only the owner releases; a fencing token (Lease.Fence)
 // that grows with every change of owner; a lost lease is noticed (Done,
-// Err); waiting is driven by backend notifications, never a poll; a Lock
-// abandoned by its context leaves nothing behind; keys are opaque strings.
+// Err); waiting is driven by backend notifications, never a fixed poll
+// (SQLite between processes, which has none, backs off within the holder's
+// expiry); a Lock abandoned by its context leaves nothing behind; keys are
+// opaque strings. Redis, PostgreSQL, ZooKeeper and etcd also serve waiters
+// first come, first served.
 //
 // A lease is kept alive by default (renewed every TTL/3). Work that must
 // not outlive the lease should watch Lease.Done, or run inside Do, whose
