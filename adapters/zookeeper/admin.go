@@ -34,7 +34,7 @@ func (z *Locker) List(ctx context.Context, prefix string) ([]locker.LockInfo, er
 	ctx, stop := z.set.Context(ctx)
 	defer stop()
 	names, err := call(ctx, func() ([]string, error) {
-		c, _, err := z.conn.Children(z.cfg.root)
+		c, _, err := z.primary.conn.Children(z.cfg.root)
 		return c, err
 	})
 	if errors.Is(err, zk.ErrNoNode) {
@@ -76,7 +76,7 @@ func (z *Locker) ForceUnlock(ctx context.Context, key string) error {
 	if err != nil {
 		return wait.CtxErr(ctx, key, err)
 	}
-	_, err = call(ctx, func() (struct{}, error) { return struct{}{}, z.conn.Delete(path, -1) })
+	_, err = call(ctx, func() (struct{}, error) { return struct{}{}, z.primary.conn.Delete(path, -1) })
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil // released meanwhile
 	}
@@ -88,7 +88,7 @@ func (z *Locker) holder(ctx context.Context, key string) (locker.LockInfo, strin
 	parent := z.cfg.root + "/" + escape(key)
 	for range maxAttempts { // the holder may leave between listing and reading
 		children, err := call(ctx, func() ([]string, error) {
-			c, _, err := z.conn.Children(parent)
+			c, _, err := z.primary.conn.Children(parent)
 			return c, err
 		})
 		if errors.Is(err, zk.ErrNoNode) {
@@ -107,7 +107,7 @@ func (z *Locker) holder(ctx context.Context, key string) (locker.LockInfo, strin
 			stat *zk.Stat
 		}
 		g, err := call(ctx, func() (got, error) {
-			data, st, err := z.conn.Get(path)
+			data, st, err := z.primary.conn.Get(path)
 			return got{data, st}, err
 		})
 		if errors.Is(err, zk.ErrNoNode) {

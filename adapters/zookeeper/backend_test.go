@@ -59,16 +59,20 @@ func TestOddKeys(t *testing.T) {
 	}
 }
 
-// A TTL below the session timeout is refused before anything is created.
+// A Locker pinned to one session (session_timeout) refuses a TTL below
+// that session's timeout before anything is created, and says what to do;
+// a default Locker takes the same TTL.
 func TestTTLBelowSessionTimeout(t *testing.T) {
 	u := testenv.URL(t, "LOCKER_TEST_ZK")
-	l := open(t, u) // default session timeout 10s
+	pu := *u
+	pu.RawQuery = "session_timeout=10s"
+	l := open(t, &pu)
 	key := uniq(t) + "k"
 	_, err := l.TryLock(context.Background(), key, locker.WithTTL(5*time.Second))
 	if !errors.Is(err, locker.ErrInvalidTTL) {
 		t.Errorf("TryLock with TTL 5s < session timeout 10s = %v, want ErrInvalidTTL", err)
 	}
-	for _, fix := range []string{"WithTTL(10s)", "session_timeout=5s", "WithSessionTimeout(5s)"} {
+	for _, fix := range []string{"WithTTL(10s)", "without session_timeout", "session_timeout=5s", "WithSessionTimeout(5s)"} {
 		if err != nil && !strings.Contains(err.Error(), fix) { // the error says what to do
 			t.Errorf("error %q does not suggest %s", err, fix)
 		}
@@ -76,6 +80,11 @@ func TestTTLBelowSessionTimeout(t *testing.T) {
 	if n := count(t, rawConn(t, u), root(u), key); n != 0 {
 		t.Errorf("refused TryLock left %d nodes", n)
 	}
+	held, err := open(t, u).TryLock(context.Background(), key, locker.WithTTL(5*time.Second))
+	if err != nil {
+		t.Fatalf("TryLock with TTL 5s through a default Locker = %v", err)
+	}
+	_ = held.Unlock(context.Background())
 }
 
 // Cut off from the server, a holder reports its lease lost before the

@@ -14,30 +14,30 @@ import (
 // session may keep them, since one left behind would reach the head of its
 // queue and block the key with no lease behind it.
 
-// orphan deletes path, a node of session, in the background, and returns
+// orphan deletes path, a node of session sid on s, in the background, and returns
 // a channel closed when that is done or moot.
-func (z *Locker) orphan(path string, session int64) <-chan struct{} {
-	return z.track(path, func() { z.reap(path, session) })
+func (z *Locker) orphan(s *session, path string, sid int64) <-chan struct{} {
+	return z.track(path, func() { z.reap(s, path, sid) })
 }
 
 // abandon deletes the node a create under way may make, once its result
 // (res) comes: a cancelled Lock no longer waits for it.
-func (z *Locker) abandon(parent, prefix string, session int64, res <-chan createResult) <-chan struct{} {
+func (z *Locker) abandon(s *session, parent, prefix string, sid int64, res <-chan createResult) <-chan struct{} {
 	return z.track(parent+"/"+prefix, func() {
 		r := <-res
 		switch {
 		case r.err == nil:
-			z.reap(r.path, z.conn.SessionID())
+			z.reap(s, r.path, s.conn.SessionID())
 		case errors.Is(r.err, zk.ErrConnectionClosed): // it may have been made
-			z.reapLost(parent, prefix, session)
+			z.reapLost(s, parent, prefix, sid)
 		}
 	})
 }
 
 // lostCreate deletes the node a create may have made before its reply was
 // lost, found by the GUID in its name.
-func (z *Locker) lostCreate(parent, prefix string, session int64) <-chan struct{} {
-	return z.track(parent+"/"+prefix, func() { z.reapLost(parent, prefix, session) })
+func (z *Locker) lostCreate(s *session, parent, prefix string, sid int64) <-chan struct{} {
+	return z.track(parent+"/"+prefix, func() { z.reapLost(s, parent, prefix, sid) })
 }
 
 // track runs cleanup in the background, recorded for Close.
@@ -63,9 +63,9 @@ func (z *Locker) track(name string, cleanup func()) <-chan struct{} {
 // reap deletes path until it is gone, its session is (expired, or closed
 // with the connection: the server then drops the node), or the Locker is
 // closed.
-func (z *Locker) reap(path string, session int64) {
-	z.retry(session, func() error {
-		err := z.conn.Delete(path, -1)
+func (z *Locker) reap(s *session, path string, sid int64) {
+	z.retry(s, sid, func() error {
+		err := s.conn.Delete(path, -1)
 		if errors.Is(err, zk.ErrNoNode) {
 			return nil
 		}
@@ -74,27 +74,29 @@ func (z *Locker) reap(path string, session int64) {
 }
 
 // reapLost finds and deletes the node named with prefix, if there is one.
-func (z *Locker) reapLost(parent, prefix string, session int64) {
+func (z *Locker) reapLost(s *session, parent, prefix string, sid int64) {
 	var path string
-	z.retry(session, func() (err error) {
-		path, err = z.find(parent, prefix)
+	z.retry(s, sid, func() (err error) {
+		path, err = s.find(parent, prefix)
 		return err
 	})
 	if path != "" {
-		z.reap(path, session)
+		z.reap(s, path, sid)
 	}
 }
 
 // retry runs op until it succeeds or fails for good: with backoff while
-// the failure is the connection's and session is still the connection's.
-func (z *Locker) retry(session int64, op func() error) {
+// the failure is the connection's and sid is still s's session.
+func (z *Locker) retry(s *session, sid int64, op func() error) {
 	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		err := op()
-		if !retryable(err) || z.conn.SessionID() != session {
+		if !retryable(err) || s.conn.SessionID() != sid {
 			return
 		}
 		select {
 		case <-z.quit:
+			return
+		case <-s.quit: // closed: the server drops the session's nodes
 			return
 		case <-time.After(wait):
 		}

@@ -3,7 +3,7 @@
 //
 //	zk://[user:pass@]host:port[,host:port...]/root[?session_timeout=10s]
 //
-// (root defaults to /locker, port to 2181). With user:pass the connection
+// (root defaults to /locker, port to 2181). With user:pass every session
 // authenticates with the digest scheme and every node it creates carries
 // zk.DigestACL(zk.PermAll, user, pass), so only holders of that password
 // can see or release the locks. New wraps a connection you made.
@@ -44,22 +44,44 @@
 //
 // # Sessions and TTLs
 //
-// A Locker is one ZooKeeper session; its timeout S is fixed when the
-// connection is made (URL session_timeout, default 10s; for New pass
-// WithSessionTimeout with the value given to zk.Connect). The server clamps
-// S into [minSessionTimeout, maxSessionTimeout], by default [2, 20] ticks
-// (4s–40s at tickTime 2s; scripts/backends: 1s–120s); a Locker from Open
-// learns the negotiated value from go-zookeeper and uses it (the shorter
-// of asked and granted for loss and validity, the longer for the TTL
-// rule). The lock lives as long as the session, so:
+// A lock node lives as long as its ZooKeeper session: a crashed holder's
+// key is freed when the server expires the session, S after it last
+// heard from it. So a lock with TTL t must live in a session with S <= t.
 //
-//   - Lock and TryLock refuse a TTL below S with ErrInvalidTTL, whose
-//     message names the fixes: a crashed holder's key is freed when the
-//     server expires its session, after S, and S <= TTL keeps the promise
-//     that it is free within the TTL. Open the Locker with session_timeout
-//     no longer than your shortest TTL. (One session per Locker is a
-//     restriction: deriving S from each TTL would take a session per
-//     distinct TTL.)
+// A Locker from a URL without session_timeout derives S from each TTL: it
+// keeps one session per rung of a ladder of powers of two seconds (1/8s,
+// 1/4s, 1/2s, 1s, 2s, 4s, 8s, 16s, ...), and a lock with TTL t uses the
+// session of the largest rung at most t (so t/2 < S <= t: WithTTL(3s) gets
+// a 2s session, the default 15s TTL an 8s one). The server clamps every
+// session timeout into [minSessionTimeout, maxSessionTimeout] (by default
+// [2, 20] ticks, 4s–40s at tickTime 2s; scripts/backends: 1s–120s) and
+// tells the client what it granted; the Locker learns the bounds from
+// that: a rung the server raised reveals its minimum, one it lowered its
+// maximum, and TTLs whose rung lies beyond a bound use the bound's
+// session. A TTL below the server's minimum is refused with ErrInvalidTTL
+// naming the minimum, before any node is created (the first such Lock
+// learns the minimum by opening the session), as is one below 1/8s, the
+// shortest timeout asked for. Sessions are opened lazily, the first
+// time a TTL needs one (the default TTL's when the Locker is opened, which
+// also serves Status, List and ForceUnlock), shared by every lock of their
+// rung, and closed once no lock, waiter or hold has used them for a
+// minute, or at Close; so a Locker has at most one session per power of
+// two between the server's bounds (8 for 1s–120s). Each session connects
+// to the URL's servers, so a proxy or partition in front of them cuts all
+// of a Locker's sessions at once. Queue order is the nodes' sequence,
+// whatever session made them, so FIFO holds across sessions.
+//
+// With session_timeout=S in the URL the Locker is pinned, as before this
+// rule: one session of timeout S for every lock, and a TTL below S is
+// refused with ErrInvalidTTL. New is always pinned to the caller's
+// connection, whose timeout it is told with WithSessionTimeout (default
+// 10s); a Locker from Open learns the granted value from go-zookeeper and
+// uses it (the shorter of asked and granted for loss and validity, the
+// longer for the TTL rule).
+//
+// Re-entry keeps the node, hence its session: re-entering with a TTL below
+// that session's timeout is refused with ErrInvalidTTL. For every session:
+//
 //   - A kept-alive lease is valid for min(TTL, S/2) from the start of the
 //     request that last proved the session alive (the acquire's, then each
 //     refresh's: a check that the node exists and is our session's), and is
@@ -68,9 +90,9 @@
 //   - With keep-alive off the lease lasts its TTL, the node's planned life:
 //     the adapter deletes the node at the deadline and the lease ends lost.
 //     Its Deadline relies on the session monitor below, not on a refresh.
-//   - The Locker probes its session every S/12. Once S/3 has passed since
-//     the last request the server answered was sent, every lease of the
-//     Locker ends lost (ErrLeaseLost), well before the server can expire
+//   - The Locker probes each session every S/12. Once S/3 has passed since
+//     the last request the server answered was sent, every lease in that
+//     session ends lost (ErrLeaseLost), well before the server can expire
 //     the session and hand the keys on, whether the connection closed or
 //     went silent (go-zookeeper notices silence only after 2S/3). Their
 //     nodes are deleted if the session comes back: go-zookeeper reconnects
@@ -90,7 +112,7 @@
 //
 // # Re-entry
 //
-// WithOwner re-entry is counted per Locker (per session), like Curator's
+// WithOwner re-entry is counted per Locker, like Curator's
 // InterProcessMutex per process. The same owner through another Locker is
 // another contender: its TryLock returns ErrLocked and its Lock waits in
 // the queue, behind the first Locker's hold, until that is released — a

@@ -12,8 +12,9 @@ import (
 
 func Example() {
 	ctx := context.Background()
-	// One session per Locker; TTLs must be at least its session timeout.
-	l, err := locker.Open(ctx, "zk://127.0.0.1:12181/locker?session_timeout=5s")
+	// The Locker opens a ZooKeeper session per rung of TTLs it is given,
+	// each with a timeout at most the TTL.
+	l, err := locker.Open(ctx, "zk://127.0.0.1:12181/locker")
 	if err != nil {
 		log.Fatal(err)
 	}

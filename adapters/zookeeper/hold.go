@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +21,8 @@ type holdKey struct{ key, owner string }
 type hold struct {
 	key, owner, path string
 	fence            uint64
-	session          int64
+	s                *session      // the session the node lives in
+	session          int64         // its id when the node was made
 	gone             chan struct{} // closed when the hold ends; stops its watcher
 
 	// guarded by Locker.mu
@@ -32,9 +34,10 @@ type hold struct {
 
 // newHold records n as held and watches it: when it is deleted by anyone
 // but us (ForceUnlock) or dies with the session, its leases are lost.
-func (z *Locker) newHold(key, owner string, n *node) *hold {
-	h := &hold{key: key, owner: owner, path: n.fullPath(), fence: uint64(n.czxid), session: n.session, gone: make(chan struct{})}
+func (z *Locker) newHold(s *session, key, owner string, n *node) *hold {
+	h := &hold{key: key, owner: owner, path: n.fullPath(), fence: uint64(n.czxid), s: s, session: n.session, gone: make(chan struct{})}
 	z.mu.Lock()
+	s.users++ // until the hold ends
 	if _, taken := z.holds[holdKey{key, owner}]; !taken {
 		z.holds[holdKey{key, owner}] = h
 	}
@@ -58,7 +61,7 @@ func (z *Locker) newLease(h *hold, o locker.Options, start time.Time) (locker.Le
 		// Good for S/2 from the last request the server answered; the
 		// renewals (every S/4) then prove the session alive again.
 		cfg.Start = time.Now()
-		cfg.Validity = max(ops.validity()-z.sinceContact(), time.Millisecond)
+		cfg.Validity = max(ops.validity()-h.s.sinceContact(), time.Millisecond)
 	}
 	l, err := lease.New(z.set, cfg)
 	if err != nil {
@@ -76,7 +79,8 @@ func (z *Locker) newLease(h *hold, o locker.Options, start time.Time) (locker.Le
 
 // reenter adds a hold to the node this owner already holds through this
 // Locker, after checking that the node is still ours. It returns nil, nil
-// when there is none, and the caller queues.
+// when there is none, and the caller queues. The node lives as long as
+// its session, so a TTL below that session's timeout is refused.
 func (z *Locker) reenter(ctx context.Context, key string, o locker.Options, start time.Time) (locker.Lease, error) {
 	z.mu.Lock()
 	h := z.holds[holdKey{key, o.Owner}]
@@ -84,7 +88,12 @@ func (z *Locker) reenter(ctx context.Context, key string, o locker.Options, star
 	if h == nil {
 		return nil, nil
 	}
-	st, err := call(ctx, func() (*zk.Stat, error) { return z.stat(h.path) })
+	if _, long := h.s.timeouts(); o.TTL < long {
+		return nil, fmt.Errorf("%w: TTL %v is below the session timeout %v of the node through which owner %q already "+
+			"holds the key, for which the server keeps it if this process crashes: re-enter with WithTTL(%v) or more",
+			locker.ErrInvalidTTL, o.TTL, long, o.Owner, long)
+	}
+	st, err := call(ctx, func() (*zk.Stat, error) { return h.s.stat(h.path) })
 	if err != nil {
 		return nil, backendErr("check held node", err)
 	}
@@ -100,8 +109,8 @@ func (z *Locker) reenter(ctx context.Context, key string, o locker.Options, star
 }
 
 // stat returns path's Stat, or nil if it does not exist.
-func (z *Locker) stat(path string) (*zk.Stat, error) {
-	ok, st, err := z.conn.Exists(path)
+func (s *session) stat(path string) (*zk.Stat, error) {
+	ok, st, err := s.conn.Exists(path)
 	if !ok {
 		st = nil
 	}
@@ -121,7 +130,7 @@ func (z *Locker) drop(ctx context.Context, h *hold) error {
 	}
 	h.releasing = true
 	z.mu.Unlock()
-	_, err := call(ctx, func() (struct{}, error) { return struct{}{}, z.conn.Delete(h.path, -1) })
+	_, err := call(ctx, func() (struct{}, error) { return struct{}{}, h.s.conn.Delete(h.path, -1) })
 	switch {
 	case err == nil:
 		z.end(h)
@@ -152,6 +161,7 @@ func (z *Locker) endLocked(h *hold) {
 	if z.holds[holdKey{h.key, h.owner}] == h {
 		delete(z.holds, holdKey{h.key, h.owner})
 	}
+	z.putLocked(h.s)
 	close(h.gone)
 }
 
@@ -171,7 +181,7 @@ func (z *Locker) lose(h *hold, discard bool) {
 		l.Lose()
 	}
 	if discard {
-		z.orphan(h.path, h.session)
+		z.orphan(h.s, h.path, h.session)
 	}
 }
 
@@ -183,7 +193,7 @@ func (z *Locker) watchHold(h *hold, ch <-chan zk.Event) {
 			return
 		case ev := <-ch:
 			if ev.Type == zk.EventNodeDataChanged { // nobody should write it; keep watching
-				ok, _, next, err := z.conn.ExistsW(h.path)
+				ok, _, next, err := h.s.conn.ExistsW(h.path)
 				if err == nil && ok {
 					ch = next
 					continue
@@ -213,11 +223,11 @@ type leaseOps struct {
 // session is in doubt.
 func (o *leaseOps) Refresh(ctx context.Context) (time.Duration, error) {
 	sent := time.Now()
-	st, err := call(ctx, func() (*zk.Stat, error) { return o.z.stat(o.h.path) })
+	st, err := call(ctx, func() (*zk.Stat, error) { return o.h.s.stat(o.h.path) })
 	if err != nil {
 		return 0, backendErr("refresh", err)
 	}
-	o.z.contact(sent)
+	o.h.s.contact(sent)
 	if st == nil || st.EphemeralOwner != o.h.session {
 		return 0, locker.ErrNotHeld
 	}
@@ -229,7 +239,7 @@ func (o *leaseOps) validity() time.Duration {
 	if !o.keepAlive {
 		return o.ttl
 	}
-	short, _ := o.z.sessionTimeouts()
+	short, _ := o.h.s.timeouts()
 	return min(o.ttl, short/2)
 }
 

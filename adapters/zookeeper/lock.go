@@ -58,10 +58,12 @@ func (z *Locker) acquire(ctx context.Context, key string, try bool, opts []locke
 		return nil, err
 	}
 	defer end()
-	if _, s := z.sessionTimeouts(); o.TTL < s {
-		return nil, z.ttlError(o.TTL, s)
-	}
 	start := time.Now()
+	s, err := z.session(ctx, o.TTL)
+	if err != nil {
+		return nil, wait.CtxErr(ctx, key, err)
+	}
+	defer z.put(s)
 	if o.StableOwner {
 		l, err := z.reenter(ctx, key, o, start)
 		if l != nil || err != nil {
@@ -69,7 +71,7 @@ func (z *Locker) acquire(ctx context.Context, key string, try bool, opts []locke
 		}
 	}
 	for {
-		h, err := z.queue(ctx, key, o.Owner, try)
+		h, err := z.queue(ctx, s, key, o.Owner, try)
 		if err != nil {
 			return nil, wait.CtxErr(ctx, key, err)
 		}
@@ -82,25 +84,25 @@ func (z *Locker) acquire(ctx context.Context, key string, try bool, opts []locke
 
 // queue enters the key's queue and returns once our node is first: the
 // hold. Anything else removes our node before returning.
-func (z *Locker) queue(ctx context.Context, key, owner string, try bool) (*hold, error) {
+func (z *Locker) queue(ctx context.Context, s *session, key, owner string, try bool) (*hold, error) {
 	parent := z.cfg.root + "/" + escape(key)
 	for {
-		n, children, err := z.enqueue(ctx, parent, owner)
+		n, children, err := z.enqueue(ctx, s, parent, owner)
 		if errors.Is(err, errGone) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		err = z.waitTurn(ctx, n, children, try)
+		err = z.waitTurn(ctx, s, n, children, try)
 		if errors.Is(err, errGone) {
 			continue
 		}
 		if err != nil {
-			bounded(z.orphan(n.fullPath(), n.session))
+			bounded(z.orphan(s, n.fullPath(), n.session))
 			return nil, err
 		}
-		return z.newHold(key, owner, n), nil
+		return z.newHold(s, key, owner, n), nil
 	}
 }
 
@@ -108,7 +110,7 @@ func (z *Locker) queue(ctx context.Context, key, owner string, try bool) (*hold,
 // the queue and watches our node in parallel. The node's name carries a
 // GUID, so a create whose reply was lost to a disconnect is found again
 // instead of being left behind to block every later contender.
-func (z *Locker) enqueue(ctx context.Context, parent, owner string) (*node, []string, error) {
+func (z *Locker) enqueue(ctx context.Context, s *session, parent, owner string) (*node, []string, error) {
 	prefix := protectedPrefix + strings.ToLower(rand.Text()) + lockInfix
 	var path string
 	var last error
@@ -117,16 +119,16 @@ func (z *Locker) enqueue(ctx context.Context, parent, owner string) (*node, []st
 			return nil, nil, backendErr("create lock node", last)
 		}
 		res := make(chan createResult, 1)
-		session := z.conn.SessionID()
+		session := s.conn.SessionID()
 		go func() {
-			p, err := z.conn.Create(parent+"/"+prefix, []byte(owner), zk.FlagEphemeralSequential, z.cfg.acl)
+			p, err := s.conn.Create(parent+"/"+prefix, []byte(owner), zk.FlagEphemeralSequential, z.cfg.acl)
 			res <- createResult{p, err}
 		}()
 		var r createResult
 		select {
 		case r = <-res:
 		case <-ctx.Done():
-			bounded(z.abandon(parent, prefix, session, res))
+			bounded(z.abandon(s, parent, prefix, session, res))
 			return nil, nil, ctx.Err()
 		}
 		last = r.err
@@ -134,13 +136,13 @@ func (z *Locker) enqueue(ctx context.Context, parent, owner string) (*node, []st
 		case r.err == nil:
 			path = r.path
 		case errors.Is(r.err, zk.ErrNoNode):
-			if err := z.ensureParent(ctx, parent); err != nil {
+			if err := z.ensureParent(ctx, s, parent); err != nil {
 				return nil, nil, err
 			}
 		case errors.Is(r.err, zk.ErrConnectionClosed):
-			p, err := call(ctx, func() (string, error) { return z.find(parent, prefix) })
+			p, err := call(ctx, func() (string, error) { return s.find(parent, prefix) })
 			if err != nil {
-				bounded(z.lostCreate(parent, prefix, session))
+				bounded(z.lostCreate(s, parent, prefix, session))
 				return nil, nil, backendErr("find lock node", err)
 			}
 			path = p
@@ -161,20 +163,20 @@ func (z *Locker) enqueue(ctx context.Context, parent, owner string) (*node, []st
 		var lk look
 		var werr error
 		var wg sync.WaitGroup
-		wg.Go(func() { lk.exists, lk.stat, lk.watch, werr = z.conn.ExistsW(path) })
-		children, _, err := z.conn.Children(parent)
+		wg.Go(func() { lk.exists, lk.stat, lk.watch, werr = s.conn.ExistsW(path) })
+		children, _, err := s.conn.Children(parent)
 		lk.children = children
 		wg.Wait()
 		return lk, errors.Join(err, werr)
 	})
 	if err == nil {
-		z.contact(sent)
+		s.contact(sent)
 	}
 	if err == nil && !lk.exists {
 		return nil, nil, errGone
 	}
 	if err != nil {
-		bounded(z.orphan(path, z.conn.SessionID()))
+		bounded(z.orphan(s, path, s.conn.SessionID()))
 		return nil, nil, backendErr("list queue", err)
 	}
 	n := &node{parent: parent, name: path[len(parent)+1:], czxid: lk.stat.Czxid, session: lk.stat.EphemeralOwner, watch: lk.watch}
@@ -193,7 +195,7 @@ type createResult struct {
 // again, while the predecessor still holds; once a listing shows the
 // predecessor first, its deletion alone makes us first (nodes created
 // later have higher sequences), so the handoff costs no further round trip.
-func (z *Locker) waitTurn(ctx context.Context, n *node, children []string, try bool) error {
+func (z *Locker) waitTurn(ctx context.Context, s *session, n *node, children []string, try bool) error {
 	var kept watches // the predecessor's watch, still armed, for the next turn
 	for {
 		pred, prev, found := predecessors(children, n.name)
@@ -209,11 +211,11 @@ func (z *Locker) waitTurn(ctx context.Context, n *node, children []string, try b
 		if pred != kept.name || prev != "" {
 			var err error
 			sent := time.Now()
-			w, err = call(ctx, func() (watches, error) { return z.watch(n.parent, pred, prev) })
+			w, err = call(ctx, func() (watches, error) { return s.watch(n.parent, pred, prev) })
 			if err != nil {
 				return backendErr("watch predecessor", err)
 			}
-			z.contact(sent)
+			s.contact(sent)
 		}
 		kept = watches{}
 		if w.pred {
@@ -239,11 +241,11 @@ func (z *Locker) waitTurn(ctx context.Context, n *node, children []string, try b
 		var err error
 		sent := time.Now()
 		children, err = call(ctx, func() ([]string, error) {
-			c, _, err := z.conn.Children(n.parent)
+			c, _, err := s.conn.Children(n.parent)
 			return c, err
 		})
 		if answered(err) {
-			z.contact(sent)
+			s.contact(sent)
 		}
 		if errors.Is(err, zk.ErrNoNode) {
 			return errGone
@@ -263,15 +265,15 @@ type watches struct {
 }
 
 // watch sets the watches of waitTurn, in parallel; prev may be "".
-func (z *Locker) watch(parent, pred, prev string) (watches, error) {
+func (s *session) watch(parent, pred, prev string) (watches, error) {
 	w := watches{name: pred}
 	var perr error
 	var wg sync.WaitGroup
 	if prev != "" {
-		wg.Go(func() { w.prev, _, w.prevCh, perr = z.conn.ExistsW(parent + "/" + prev) })
+		wg.Go(func() { w.prev, _, w.prevCh, perr = s.conn.ExistsW(parent + "/" + prev) })
 	}
 	var err error
-	w.pred, _, w.predCh, err = z.conn.ExistsW(parent + "/" + pred)
+	w.pred, _, w.predCh, err = s.conn.ExistsW(parent + "/" + pred)
 	wg.Wait()
 	return w, errors.Join(err, perr)
 }
@@ -328,11 +330,11 @@ func lockNodes(children []string) []string {
 // ensureParent creates the key's parent as a container node, which the
 // server deletes once its last child is gone, so released keys leave
 // nothing behind; and the root above it if missing.
-func (z *Locker) ensureParent(ctx context.Context, parent string) error {
-	create := func() (string, error) { return z.conn.CreateContainer(parent, nil, zk.FlagContainer, z.cfg.acl) }
+func (z *Locker) ensureParent(ctx context.Context, s *session, parent string) error {
+	create := func() (string, error) { return s.conn.CreateContainer(parent, nil, zk.FlagContainer, z.cfg.acl) }
 	_, err := call(ctx, create)
 	if errors.Is(err, zk.ErrNoNode) {
-		if err := z.ensureRoot(ctx); err != nil {
+		if err := z.ensureRoot(ctx, s); err != nil {
 			return err
 		}
 		_, err = call(ctx, create)
@@ -344,11 +346,11 @@ func (z *Locker) ensureParent(ctx context.Context, parent string) error {
 }
 
 // ensureRoot creates the root and its ancestors as persistent nodes.
-func (z *Locker) ensureRoot(ctx context.Context) error {
+func (z *Locker) ensureRoot(ctx context.Context, s *session) error {
 	segs := strings.Split(z.cfg.root[1:], "/")
 	for i := range segs {
 		p := "/" + strings.Join(segs[:i+1], "/")
-		_, err := call(ctx, func() (string, error) { return z.conn.Create(p, nil, zk.FlagPersistent, z.cfg.acl) })
+		_, err := call(ctx, func() (string, error) { return s.conn.Create(p, nil, zk.FlagPersistent, z.cfg.acl) })
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return backendErr("create root", err)
 		}
@@ -359,11 +361,11 @@ func (z *Locker) ensureRoot(ctx context.Context) error {
 // find looks for the node named with prefix (our GUID) after a create
 // whose reply was lost; Sync first, so the server has seen the create if
 // it happened.
-func (z *Locker) find(parent, prefix string) (string, error) {
-	if _, err := z.conn.Sync(parent); err != nil && !errors.Is(err, zk.ErrNoNode) {
+func (s *session) find(parent, prefix string) (string, error) {
+	if _, err := s.conn.Sync(parent); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return "", err
 	}
-	children, _, err := z.conn.Children(parent)
+	children, _, err := s.conn.Children(parent)
 	if errors.Is(err, zk.ErrNoNode) {
 		return "", nil
 	}
@@ -375,14 +377,17 @@ func (z *Locker) find(parent, prefix string) (string, error) {
 	return "", err
 }
 
-// ttlError explains a TTL below the session timeout s and what to do.
-func (z *Locker) ttlError(ttl, s time.Duration) error {
+// ttlError explains a TTL below the timeout of s, a pinned Locker's
+// session, and what to do.
+func (z *Locker) ttlError(ttl time.Duration, s *session) error {
+	_, long := s.timeouts()
 	raised := ""
-	if s > z.cfg.sessionTimeout {
-		raised = fmt.Sprintf(" (the server raised the %v asked for to its minSessionTimeout)", z.cfg.sessionTimeout)
+	if long > s.asked {
+		raised = fmt.Sprintf(" (the server raised the %v asked for to its minSessionTimeout)", s.asked)
 	}
 	return fmt.Errorf("%w: TTL %v is below this Locker's ZooKeeper session timeout %v%s, for which the server keeps "+
 		"a crashed holder's key: lock with WithTTL(%v) or more, or use a Locker whose session timeout is at most the TTL "+
-		"(zk://host:port/root?session_timeout=%v, or New(conn, WithSessionTimeout(%v)) with conn from zk.Connect(servers, %v))",
-		locker.ErrInvalidTTL, ttl, s, raised, s, ttl, ttl, ttl)
+		"(zk://host:port/root without session_timeout derives it from each TTL; or session_timeout=%v, "+
+		"or New(conn, WithSessionTimeout(%v)) with conn from zk.Connect(servers, %v))",
+		locker.ErrInvalidTTL, ttl, long, raised, long, ttl, ttl, ttl)
 }

@@ -2,12 +2,12 @@ package zookeeper
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -21,8 +21,8 @@ func init() { locker.Register("zk", open) }
 type urlConfig struct {
 	servers        []string
 	root           string
-	user, password string // digest auth when user != ""
-	sessionTimeout time.Duration
+	user, password string        // digest auth when user != ""
+	sessionTimeout time.Duration // 0 unless given: derive sessions from TTLs
 }
 
 // parseURL reads zk://[user:pass@]host[:port][,host[:port]...][/root][?session_timeout=10s].
@@ -40,7 +40,7 @@ func parseURL(u *url.URL) (urlConfig, error) {
 	if u.Fragment != "" {
 		return bad("a fragment means nothing here")
 	}
-	c := urlConfig{root: DefaultRoot, sessionTimeout: DefaultSessionTimeout}
+	c := urlConfig{root: DefaultRoot}
 	for _, hp := range strings.Split(u.Host, ",") {
 		host, port := hp, strconv.Itoa(zk.DefaultPort)
 		if h, p, err := net.SplitHostPort(hp); err == nil {
@@ -82,53 +82,49 @@ func parseURL(u *url.URL) (urlConfig, error) {
 }
 
 // open connects for locker.Open and waits for a session: until ctx ends, or
-// for the session timeout if ctx has no deadline.
+// for the session timeout if ctx has no deadline. With session_timeout the
+// Locker is pinned to that one session; without, it opens the session of
+// locker.DefaultTTL's rung now and the others as TTLs need them.
 func open(ctx context.Context, u *url.URL) (locker.Locker, error) {
+	return openWith(ctx, u)
+}
+
+// openWith is open with options on top of the URL's (tests).
+func openWith(ctx context.Context, u *url.URL, opts ...Option) (locker.Locker, error) {
 	c, err := parseURL(u)
 	if err != nil {
 		return nil, err
 	}
-	negotiated := new(atomic.Int64)
-	conn, events, err := zk.Connect(c.servers, c.sessionTimeout, zk.WithLogger(sessionLogger{negotiated}), zk.WithLogInfo(true))
+	opts = append([]Option{WithRoot(c.root)}, opts...)
+	d := &dialer{servers: c.servers, name: u.Redacted()}
+	if c.user != "" {
+		d.auth = c.user + ":" + c.password
+		opts = append(opts, WithACL(zk.DigestACL(zk.PermAll, c.user, c.password)))
+	}
+	asked := rung(locker.DefaultTTL)
+	if c.sessionTimeout > 0 {
+		asked = c.sessionTimeout
+		opts = append(opts, WithSessionTimeout(asked))
+	}
+	cfg, err := configure(opts)
 	if err != nil {
-		return nil, locker.Unavailable(fmt.Errorf("locker/zookeeper: %s: %w", u.Redacted(), err))
+		return nil, err
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.sessionTimeout)
+		ctx, cancel = context.WithTimeout(ctx, max(asked, time.Second))
 		defer cancel()
 	}
-	if err := awaitSession(ctx, events); err != nil {
-		conn.Close()
+	s, err := connect(ctx, d.servers, asked, d.auth)
+	var auth *authError
+	switch {
+	case errors.As(err, &auth):
+		return nil, backendErr("digest auth as "+c.user, auth.err)
+	case err != nil:
 		return nil, locker.Unavailable(fmt.Errorf("locker/zookeeper: no session with %s: %w", u.Redacted(), err))
 	}
-	opts := []Option{WithRoot(c.root), WithSessionTimeout(c.sessionTimeout), withOwnConn(negotiated)}
-	if c.user != "" {
-		auth := []byte(c.user + ":" + c.password)
-		if _, err := call(ctx, func() (struct{}, error) { return struct{}{}, conn.AddAuth("digest", auth) }); err != nil {
-			conn.Close()
-			return nil, backendErr("digest auth as "+c.user, err)
-		}
-		opts = append(opts, WithACL(zk.DigestACL(zk.PermAll, c.user, c.password)))
+	if c.sessionTimeout > 0 {
+		d = nil // pinned
 	}
-	return newLocker(conn, opts...)
-}
-
-// awaitSession waits for go-zookeeper to report a session.
-func awaitSession(ctx context.Context, events <-chan zk.Event) error {
-	for {
-		select {
-		case ev, ok := <-events:
-			switch {
-			case !ok:
-				return zk.ErrClosing
-			case ev.State == zk.StateHasSession:
-				return nil
-			case ev.State == zk.StateAuthFailed:
-				return zk.ErrAuthFailed
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return newLocker(s, d, cfg), nil
 }

@@ -1,54 +1,138 @@
 package zookeeper
 
 import (
+	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 )
 
-// sessionTimeouts are the bounds on the session timeout S the Locker
-// reasons with: short for how long a silent session may live (loss,
-// validity), long for how long a crashed holder keeps its keys (the TTL
-// rule). They differ only while the server's negotiated value is unknown
-// or differs from the one asked for.
-func (z *Locker) sessionTimeouts() (short, long time.Duration) {
-	s := z.cfg.sessionTimeout
-	if n := time.Duration(z.negotiated.Load()); n > 0 {
-		return min(s, n), max(s, n)
+// session is one ZooKeeper session of a Locker, and what the Locker knows
+// of it: the timeout asked for, the one the server granted, and when the
+// server last answered.
+type session struct {
+	conn        *zk.Conn
+	asked       time.Duration
+	negotiated  atomic.Int64  // nanoseconds; 0 while unknown (New)
+	lastContact atomic.Int64  // unix nanos when the last answered request was sent
+	own         bool          // the Locker made the connection and closes it
+	quit        chan struct{} // closed when the Locker is done with the session
+
+	// guarded by Locker.mu
+	key       time.Duration // its entry in Locker.sessions
+	users     int           // acquires in flight and holds on this session
+	idleSince time.Time     // when users last fell to 0
+	closed    bool
+}
+
+func newSession(conn *zk.Conn, asked time.Duration, own bool) *session {
+	s := &session{conn: conn, asked: asked, own: own, quit: make(chan struct{}), key: asked, idleSince: time.Now()}
+	s.contact(time.Now()) // a new session was just answered
+	return s
+}
+
+// connect opens a session with timeout asked to servers, authenticated
+// with auth (user:pass, digest) unless empty, and waits until it exists
+// and the server's granted timeout is known: until ctx ends.
+func connect(ctx context.Context, servers []string, asked time.Duration, auth string) (*session, error) {
+	learned := make(chan struct{})
+	logger := &sessionLogger{ready: make(chan struct{}), learned: learned}
+	conn, events, err := zk.Connect(servers, asked, zk.WithLogger(logger), zk.WithLogInfo(true))
+	if err != nil {
+		return nil, err
 	}
-	return s, s
+	s := newSession(conn, asked, true)
+	logger.negotiated = &s.negotiated
+	close(logger.ready)
+	if err := awaitSession(ctx, events, learned); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if auth != "" {
+		if _, err := call(ctx, func() (struct{}, error) { return struct{}{}, conn.AddAuth("digest", []byte(auth)) }); err != nil {
+			conn.Close()
+			return nil, &authError{err}
+		}
+	}
+	s.contact(time.Now())
+	return s, nil
+}
+
+// authError is a failed digest authentication of a new session.
+type authError struct{ err error }
+
+func (e *authError) Error() string { return "digest auth: " + e.err.Error() }
+func (e *authError) Unwrap() error { return e.err }
+
+// awaitSession waits for go-zookeeper to report a session, then for the
+// log line that tells its granted timeout.
+func awaitSession(ctx context.Context, events <-chan zk.Event, learned <-chan struct{}) error {
+	for {
+		select {
+		case ev, ok := <-events:
+			switch {
+			case !ok:
+				return zk.ErrClosing
+			case ev.State == zk.StateHasSession:
+				select {
+				case <-learned:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			case ev.State == zk.StateAuthFailed:
+				return zk.ErrAuthFailed
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// timeouts are the bounds on the session timeout S the Locker reasons
+// with: short for how long a silent session may live (loss, validity),
+// long for how long a crashed holder keeps its keys (the TTL rule). They
+// differ only while the server's granted value is unknown (New) or
+// differs from the one asked for.
+func (s *session) timeouts() (short, long time.Duration) {
+	if n := time.Duration(s.negotiated.Load()); n > 0 {
+		return min(s.asked, n), max(s.asked, n)
+	}
+	return s.asked, s.asked
 }
 
 // contact records that a request sent at t was answered: the server heard
 // from the session at t or later, so it cannot expire it before t+S.
-func (z *Locker) contact(t time.Time) {
+func (s *session) contact(t time.Time) {
 	for {
-		old := z.lastContact.Load()
-		if t.UnixNano() <= old || z.lastContact.CompareAndSwap(old, t.UnixNano()) {
+		old := s.lastContact.Load()
+		if t.UnixNano() <= old || s.lastContact.CompareAndSwap(old, t.UnixNano()) {
 			return
 		}
 	}
 }
 
 // sinceContact is how long ago the last answered request was sent.
-func (z *Locker) sinceContact() time.Duration {
-	return time.Since(time.Unix(0, z.lastContact.Load()))
+func (s *session) sinceContact() time.Duration {
+	return time.Since(time.Unix(0, s.lastContact.Load()))
 }
 
 // answered reports whether err came from the server (nil, ErrNoNode...)
 // rather than from a connection without a session.
 func answered(err error) bool { return err == nil || !connErr(err) }
 
-// monitor probes the session every S/12 and ends every hold as lost once
-// S/3 has passed since the last answered request was sent. The server
-// expires a session S after it last heard from it, so the leases end
-// well before another client can be given their keys, however the
+// monitor probes session s every S/12 and ends every hold on it as lost
+// once S/3 has passed since the last answered request was sent. The
+// server expires a session S after it last heard from it, so the leases
+// end well before another client can be given their keys, however the
 // connection failed (a closed socket, or silence, which go-zookeeper
 // notices only after 2S/3); until then a disconnect is only a disconnect,
-// and go-zookeeper reconnects to the same session.
-func (z *Locker) monitor() {
-	short, _ := z.sessionTimeouts()
+// and go-zookeeper reconnects to the same session. It also closes s once
+// it has been idle for the Locker's idle timeout, unless s is the primary.
+func (z *Locker) monitor(s *session) {
+	short, _ := s.timeouts()
 	tick := time.NewTicker(max(short/12, 10*time.Millisecond))
 	defer tick.Stop()
 	var probing atomic.Bool
@@ -56,25 +140,32 @@ func (z *Locker) monitor() {
 		select {
 		case <-z.quit:
 			return
+		case <-s.quit:
+			return
 		case <-tick.C:
+		}
+		if z.retireIdle(s) {
+			return
 		}
 		if probing.CompareAndSwap(false, true) {
 			go func() {
 				defer probing.Store(false)
 				sent := time.Now()
-				if _, _, err := z.conn.Exists("/"); answered(err) {
-					z.contact(sent)
+				if _, _, err := s.conn.Exists("/"); answered(err) {
+					s.contact(sent)
 				}
 			}()
 		}
-		short, _ = z.sessionTimeouts()
-		if z.sinceContact() < short/3 {
+		short, _ = s.timeouts()
+		if s.sinceContact() < short/3 {
 			continue
 		}
 		z.mu.Lock()
-		holds := make([]*hold, 0, len(z.holds))
+		var holds []*hold
 		for _, h := range z.holds {
-			holds = append(holds, h)
+			if h.s == s {
+				holds = append(holds, h)
+			}
 		}
 		z.mu.Unlock()
 		for _, h := range holds {
@@ -83,17 +174,25 @@ func (z *Locker) monitor() {
 	}
 }
 
-// sessionLogger is go-zookeeper's logger for connections Open makes: it
-// drops the log but keeps the session timeout the server negotiated,
-// which go-zookeeper reports only there.
-type sessionLogger struct{ negotiated *atomic.Int64 }
+// sessionLogger is go-zookeeper's logger for connections the Locker
+// makes: it drops the log but keeps the session timeout the server
+// negotiated, which go-zookeeper reports only there.
+type sessionLogger struct {
+	ready      chan struct{} // closed once negotiated is set
+	negotiated *atomic.Int64
+	learned    chan struct{} // closed once the timeout is known
+	once       sync.Once
+}
 
-func (l sessionLogger) Printf(format string, args ...any) {
-	if format == "authenticated: id=%d, timeout=%d" && len(args) == 2 {
-		if ms, ok := args[1].(int32); ok && ms > 0 {
-			l.negotiated.Store(int64(time.Duration(ms) * time.Millisecond))
-		}
+func (l *sessionLogger) Printf(format string, args ...any) {
+	if format != "authenticated: id=%d, timeout=%d" || len(args) != 2 {
+		return
+	}
+	if ms, ok := args[1].(int32); ok && ms > 0 {
+		<-l.ready
+		l.negotiated.Store(int64(time.Duration(ms) * time.Millisecond))
+		l.once.Do(func() { close(l.learned) })
 	}
 }
 
-var _ zk.Logger = sessionLogger{}
+var _ zk.Logger = (*sessionLogger)(nil)

@@ -3,6 +3,7 @@ package zookeeper_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/adapters/zookeeper"
+	"github.com/locker-go/locker/internal/faultproxy"
 	"github.com/locker-go/locker/internal/testenv"
 )
 
@@ -173,4 +175,48 @@ func TestOwnerAcrossLockers(t *testing.T) {
 		t.Fatalf("re-entry through the same Locker = %v", err)
 	}
 	_ = again.Unlock(context.Background())
+}
+
+// A default-opened Locker holding keys with two TTLs, and so two
+// sessions, both through its proxy: a crash cuts both, and each key is
+// free within its own TTL (the server expires each session on its own
+// timeout), plus the conformance suite's slack.
+func TestCrashFreesEveryTTL(t *testing.T) {
+	u := testenv.URL(t, "LOCKER_TEST_ZK")
+	var crasher faultproxy.Crasher
+	p := crasher.Proxy(t, strings.Split(u.Host, ",")[0])
+	pu := *u
+	pu.Host = p.Addr()
+	a, b := open(t, &pu), open(t, u)
+	crasher.Track(a, p)
+	const slack = 3 * time.Second
+	ttls := []time.Duration{2 * time.Second, 4 * time.Second}
+	prefix := uniq(t)
+	for _, ttl := range ttls {
+		held, err := a.TryLock(context.Background(), prefix+ttl.String(), locker.WithTTL(ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = held.Unlock(context.Background()) })
+	}
+	crashed := time.Now()
+	crasher.Crash(t, a)
+	errs := make(chan error, len(ttls))
+	for _, ttl := range ttls {
+		go func() {
+			ctx, cancel := context.WithDeadline(context.Background(), crashed.Add(ttl+slack))
+			defer cancel()
+			next, err := b.Lock(ctx, prefix+ttl.String())
+			if err != nil {
+				errs <- fmt.Errorf("key with TTL %v not free within TTL + %v of the crash: %w", ttl, slack, err)
+				return
+			}
+			errs <- next.Unlock(context.Background())
+		}()
+	}
+	for range ttls {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
 }

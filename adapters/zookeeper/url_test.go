@@ -15,10 +15,10 @@ import (
 
 func TestParseURL(t *testing.T) {
 	good := map[string]urlConfig{
-		"zk://127.0.0.1:12181/locker":         {servers: []string{"127.0.0.1:12181"}, root: "/locker", sessionTimeout: DefaultSessionTimeout},
+		"zk://127.0.0.1:12181/locker":         {servers: []string{"127.0.0.1:12181"}, root: "/locker"},
 		"zk://a:1,b:2/x/y?session_timeout=2s": {servers: []string{"a:1", "b:2"}, root: "/x/y", sessionTimeout: 2 * time.Second},
-		"ZK://u:p%40ss@h/":                    {servers: []string{"h:2181"}, root: DefaultRoot, user: "u", password: "p@ss", sessionTimeout: DefaultSessionTimeout},
-		"zk://[::1]:2181":                     {servers: []string{"[::1]:2181"}, root: DefaultRoot, sessionTimeout: DefaultSessionTimeout},
+		"ZK://u:p%40ss@h/":                    {servers: []string{"h:2181"}, root: DefaultRoot, user: "u", password: "p@ss"},
+		"zk://[::1]:2181":                     {servers: []string{"[::1]:2181"}, root: DefaultRoot},
 	}
 	for raw, want := range good {
 		u, err := url.Parse(raw)

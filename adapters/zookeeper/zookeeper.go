@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -29,12 +28,19 @@ const cleanupTimeout = 2 * time.Second
 // closeTimeout bounds how long Close spends unlocking held leases.
 const closeTimeout = 5 * time.Second
 
+// openTimeout bounds how long a session opened for a Lock may take to
+// connect, when the session timeout is shorter.
+const openTimeout = 10 * time.Second
+
+// idleTimeout is how long an extra session of a Locker from a URL stays
+// open with no lock, waiter or hold on it.
+const idleTimeout = time.Minute
+
 type config struct {
 	root           string
 	acl            []zk.ACL
 	sessionTimeout time.Duration
-	ownConn        bool          // Close closes the connection (Open made it)
-	negotiated     *atomic.Int64 // the server's session timeout, if known (Open)
+	idle           time.Duration // see idleTimeout
 }
 
 // Option configures a Locker made by New.
@@ -48,30 +54,34 @@ func WithRoot(path string) Option { return func(c *config) { c.root = path } }
 // zk.WorldACL(zk.PermAll)). Open sets zk.DigestACL for a URL with user:pass.
 func WithACL(acl []zk.ACL) Option { return func(c *config) { c.acl = acl } }
 
-// WithSessionTimeout tells the Locker the session timeout its connection
-// was opened with (default 10s), which bounds the TTLs it accepts: see the
-// package documentation.
+// WithSessionTimeout tells a Locker made by New the session timeout its
+// connection was opened with (default 10s), which bounds the TTLs it
+// accepts: see the package documentation.
 func WithSessionTimeout(d time.Duration) Option {
 	return func(c *config) { c.sessionTimeout = d }
 }
 
-func withOwnConn(negotiated *atomic.Int64) Option {
-	return func(c *config) { c.ownConn, c.negotiated = true, negotiated }
-}
+// withIdleTimeout sets how long an idle extra session stays open (tests).
+func withIdleTimeout(d time.Duration) Option { return func(c *config) { c.idle = d } }
 
-// Locker is a locker.Locker and locker.Admin over one ZooKeeper session.
+// Locker is a locker.Locker and locker.Admin over ZooKeeper sessions: one
+// per rung of TTLs for a Locker from a URL, the caller's one for New.
 type Locker struct {
-	conn *zk.Conn
-	cfg  config
-	set  *lease.Set
-	quit chan struct{} // closed by Close; ends the session monitor and reapers
+	cfg     config
+	set     *lease.Set
+	quit    chan struct{} // closed by Close; ends the session monitors and reapers
+	primary *session      // for Admin calls; never retired; the only one when pinned
+	dial    *dialer       // opens sessions on demand; nil when pinned to primary
 
-	negotiated  *atomic.Int64 // nanoseconds; 0 while unknown
-	lastContact atomic.Int64  // unix nanos when the last answered request was sent
+	dialCtx    context.Context // cancelled by Close: stops sessions being opened
+	dialCancel context.CancelFunc
 
-	mu      sync.Mutex
-	holds   map[holdKey]*hold        // held nodes of this Locker, for re-entry and loss
-	orphans map[string]chan struct{} // nodes being deleted in the background; closed when done
+	mu         sync.Mutex
+	sessions   map[time.Duration]*slot  // by granted timeout (dial != nil)
+	minS, maxS time.Duration            // the server's session timeout bounds, once learned
+	closed     bool                     // Close has closed the sessions
+	holds      map[holdKey]*hold        // held nodes of this Locker, for re-entry and loss
+	orphans    map[string]chan struct{} // nodes being deleted in the background; closed when done
 }
 
 var (
@@ -79,38 +89,52 @@ var (
 	_ locker.Admin  = (*Locker)(nil)
 )
 
-// New returns a Locker over conn, a connection made with zk.Connect. Pass
-// WithSessionTimeout with the timeout conn was made with. Close does not
-// close conn.
+// New returns a Locker over conn, a connection made with zk.Connect: one
+// session, whose timeout bounds the TTLs it accepts (TTL >= session
+// timeout). Pass WithSessionTimeout with the timeout conn was made with.
+// Close does not close conn.
 func New(conn *zk.Conn, opts ...Option) (locker.Locker, error) {
-	return newLocker(conn, opts...)
-}
-
-func newLocker(conn *zk.Conn, opts ...Option) (*Locker, error) {
 	if conn == nil {
 		return nil, errors.New("locker/zookeeper: New with a nil connection")
 	}
-	cfg := config{root: DefaultRoot, acl: zk.WorldACL(zk.PermAll), sessionTimeout: DefaultSessionTimeout}
+	cfg, err := configure(opts)
+	if err != nil {
+		return nil, err
+	}
+	return newLocker(newSession(conn, cfg.sessionTimeout, false), nil, cfg), nil
+}
+
+// configure applies opts to the defaults and checks the result.
+func configure(opts []Option) (config, error) {
+	cfg := config{root: DefaultRoot, acl: zk.WorldACL(zk.PermAll), sessionTimeout: DefaultSessionTimeout, idle: idleTimeout}
 	for _, opt := range opts {
 		opt(&cfg)
 	}
 	if err := checkRoot(cfg.root); err != nil {
-		return nil, err
+		return config{}, err
 	}
 	if cfg.sessionTimeout <= 0 {
-		return nil, fmt.Errorf("locker/zookeeper: session timeout %v is not positive", cfg.sessionTimeout)
+		return config{}, fmt.Errorf("locker/zookeeper: session timeout %v is not positive", cfg.sessionTimeout)
 	}
 	if len(cfg.acl) == 0 {
-		return nil, errors.New("locker/zookeeper: empty ACL")
+		return config{}, errors.New("locker/zookeeper: empty ACL")
 	}
-	z := &Locker{conn: conn, cfg: cfg, set: lease.NewSet(), quit: make(chan struct{}), holds: map[holdKey]*hold{}, orphans: map[string]chan struct{}{}}
-	z.negotiated = cfg.negotiated
-	if z.negotiated == nil {
-		z.negotiated = new(atomic.Int64)
+	return cfg, nil
+}
+
+// newLocker returns a Locker over primary, a session just made; with a
+// dialer it opens further sessions as TTLs need them.
+func newLocker(primary *session, d *dialer, cfg config) *Locker {
+	z := &Locker{cfg: cfg, set: lease.NewSet(), quit: make(chan struct{}), primary: primary, dial: d,
+		sessions: map[time.Duration]*slot{}, holds: map[holdKey]*hold{}, orphans: map[string]chan struct{}{}}
+	z.dialCtx, z.dialCancel = context.WithCancel(context.Background())
+	if d != nil {
+		sl := &slot{ready: make(chan struct{})}
+		z.register(sl, primary)
+		close(sl.ready)
 	}
-	z.contact(time.Now()) // New and Open are given a connection with a session
-	go z.monitor()
-	return z, nil
+	go z.monitor(primary)
+	return z
 }
 
 // checkRoot accepts an absolute, clean node path that ZooKeeper allows.
@@ -131,13 +155,14 @@ func checkRoot(root string) error {
 }
 
 // Close unlocks the held leases best-effort, ends waiting Lock calls with
-// ErrClosed, and closes the connection if Open made it.
+// ErrClosed, and closes the sessions it opened (not New's connection).
 func (z *Locker) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
 	if err := z.set.Close(ctx); err != nil {
 		return err
 	}
+	z.dialCancel()
 	z.mu.Lock() // holds whose release failed: delete their nodes in the background
 	left := make([]*hold, 0, len(z.holds))
 	for _, h := range z.holds {
@@ -149,8 +174,23 @@ func (z *Locker) Close() error {
 	}
 	z.awaitOrphans(ctx) // the session may outlive the Locker (New)
 	close(z.quit)
-	if z.cfg.ownConn {
-		z.conn.Close() // ends the session: the server drops anything left
+	z.mu.Lock()
+	z.closed = true
+	open := map[*session]bool{z.primary: true}
+	for _, sl := range z.sessions {
+		select {
+		case <-sl.ready:
+			if sl.s != nil && !sl.s.closed {
+				open[sl.s] = true
+			}
+		default: // still connecting: it closes itself, seeing z.closed
+		}
+	}
+	z.mu.Unlock()
+	for s := range open {
+		if s.own {
+			s.conn.Close() // ends the session: the server drops anything left
+		}
 	}
 	return nil
 }

@@ -17,8 +17,9 @@ import (
 	"github.com/locker-go/locker/internal/testenv"
 )
 
-// testTTL is the short TTL of the expiry tests; the proxied Lockers open
-// their sessions with the same timeout, the shortest the rule allows.
+// testTTL is the short TTL of the expiry tests. The Lockers are opened
+// with the default URL: a lock with this TTL gets a session of its own,
+// of the same timeout, through the Locker's proxy like all its sessions.
 const testTTL = 2 * time.Second
 
 type quiet struct{}
@@ -62,9 +63,6 @@ func harness(t testing.TB, u *url.URL, proxied bool) conformance.Harness {
 	return conformance.Harness{
 		NewLocker: func(t testing.TB) locker.Locker {
 			lu := *u
-			q := lu.Query()
-			q.Set("session_timeout", testTTL.String())
-			lu.RawQuery = q.Encode()
 			var p *faultproxy.Proxy
 			if proxied {
 				p = crasher.Proxy(t, strings.Split(u.Host, ",")[0])

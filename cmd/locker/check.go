@@ -122,7 +122,7 @@ func (e env) check(ctx context.Context, args []string) error {
 			failed++
 			hint := ""
 			if errors.Is(err, locker.ErrInvalidTTL) {
-				hint = " (give a --ttl this backend accepts, e.g. zk:// needs --ttl at or above its session_timeout)"
+				hint = " (give a --ttl this backend accepts, e.g. zk:// needs --ttl at or above the server's minimum session timeout, or the URL's session_timeout)"
 			}
 			fmt.Fprintf(e.stdout, "FAIL  %s: %s%s\n", cc.name, scrub(err.Error()), hint)
 		} else {
