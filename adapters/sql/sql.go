@@ -143,7 +143,9 @@ func (l *sqlLocker) Lock(ctx context.Context, key string, opts ...locker.Option)
 		if !errors.Is(err, locker.ErrLocked) {
 			return lease, remaining, err
 		}
-		if t != "" && (remaining <= 0 || remaining > o.TTL/3) {
+		// remaining 0: the key came free with nobody ahead (a release that
+		// raced our queueing, its NOTIFY missed): look again at once.
+		if t != "" && remaining > o.TTL/3 {
 			remaining = o.TTL / 3 // look again in time to keep our place
 		}
 		if l.poll {

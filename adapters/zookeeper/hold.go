@@ -38,9 +38,9 @@ func (z *Locker) newHold(s *session, key, owner string, n *node) *hold {
 	h := &hold{key: key, owner: owner, path: n.fullPath(), fence: uint64(n.czxid), s: s, session: n.session, gone: make(chan struct{})}
 	z.mu.Lock()
 	s.users++ // until the hold ends
-	if _, taken := z.holds[holdKey{key, owner}]; !taken {
-		z.holds[holdKey{key, owner}] = h
-	}
+	// Any earlier hold of this key and owner is ending: its node's deletion
+	// is what let n through, and endLocked deletes only its own entry.
+	z.holds[holdKey{key, owner}] = h
 	z.mu.Unlock()
 	go z.watchHold(h, n.watch)
 	return h
@@ -139,10 +139,14 @@ func (z *Locker) drop(ctx context.Context, h *hold) error {
 		z.end(h)
 		return locker.ErrNotHeld
 	}
+	// No answer: the delete may have landed, and its watch event been
+	// passed over as our own. Do not go on as holder of a node that may be
+	// gone: give the hold up, report the lease lost, and let the orphan
+	// clean-up make sure the node goes.
 	z.mu.Lock()
-	h.count++
 	h.releasing = false
 	z.mu.Unlock()
+	z.lose(h, true)
 	return backendErr("delete lock node", err)
 }
 

@@ -222,9 +222,9 @@ func (l *Lease) rearm() {
 // onTimer renews the lease every TTL/3 while keep-alive is on, and ends it
 // as lost once its deadline passes without a successful renewal.
 func (l *Lease) onTimer() {
-	if !l.tick.TryLock() {
-		return // another callback is at work and will re-arm the timer
-	}
+	// One callback at a time; a fire that comes while another runs waits
+	// for it and then looks at the state afresh, so none is lost.
+	l.tick.Lock()
 	defer l.tick.Unlock()
 	if l.Err() != nil {
 		return
@@ -233,7 +233,9 @@ func (l *Lease) onTimer() {
 	renew := l.cfg.KeepAlive && !time.Now().Before(l.next)
 	l.mu.Unlock()
 	if renew {
-		ctx, cancel := context.WithDeadline(context.Background(), l.Deadline())
+		// Under the set's context, so that Close need not wait out a
+		// renewal stuck on a backend that does not answer.
+		ctx, cancel := context.WithDeadline(l.set.ctx, l.Deadline())
 		err := l.refresh(ctx)
 		cancel()
 		if errors.Is(err, locker.ErrNotHeld) {
