@@ -68,3 +68,49 @@ func TestAbandonTakesBackALostGrant(t *testing.T) {
 		t.Fatalf("Status after the last Unlock = %v", err)
 	}
 }
+
+// A release retried after a lost reply drops its own hold once and never
+// another hold of the same owner.
+func TestReleaseRetriedDropsOnlyItsHold(t *testing.T) {
+	u := testenv.URL(t, "LOCKER_TEST_REDIS")
+	opt, err := goredis.ParseURL(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := goredis.NewClient(opt)
+	defer client.Close()
+	ll, err := New(client, WithPrefix("locker-abandon-test:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := ll.(*Locker)
+	defer l.Close()
+	ctx := context.Background()
+	key := "k-" + rand.Text()
+	o, _ := locker.Resolve(key, locker.WithOwner("me"))
+	for _, call := range []string{"a", "b"} {
+		if _, _, err := l.attempt(ctx, key, call, false, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := &hold{l: l, key: key, owner: "me", ttl: 15000, id: "a"}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx); !errors.Is(err, locker.ErrNotHeld) {
+		t.Errorf("a second release of the same hold = %v, want ErrNotHeld", err)
+	}
+	if info, err := l.Status(ctx, key); err != nil || info.Holds != 1 {
+		t.Fatalf("after hold a was released twice: %+v, %v; want b's hold alone", info, err)
+	}
+	b := &hold{l: l, key: key, owner: "me", ttl: 15000, id: "b", unsure: true}
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Release(ctx); err != nil { // its first reply was lost: done is done
+		t.Errorf("a release retried after a lost reply = %v, want nil", err)
+	}
+	if _, err := l.Status(ctx, key); !errors.Is(err, locker.ErrNotHeld) {
+		t.Fatalf("Status after both holds were released = %v", err)
+	}
+}

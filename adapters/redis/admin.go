@@ -101,18 +101,17 @@ func (l *Locker) adminCheck(key string) error {
 	return l.set.CheckKey(key)
 }
 
-// parseInfo reads a lock value "fence:holds:op:owner".
+// parseInfo reads a lock value "fence:ids:owner".
 func parseInfo(key, v string, pttl time.Duration) (locker.LockInfo, error) {
-	parts := strings.SplitN(v, ":", 4)
-	if len(parts) != 4 {
+	parts := strings.SplitN(v, ":", 3)
+	if len(parts) != 3 {
 		return locker.LockInfo{}, fmt.Errorf("locker/redis: malformed lock value at %q", key)
 	}
-	fence, err1 := strconv.ParseUint(parts[0], 10, 64)
-	holds, err2 := strconv.Atoi(parts[1])
-	if err := errors.Join(err1, err2); err != nil {
+	fence, err := strconv.ParseUint(parts[0], 10, 64)
+	if err != nil {
 		return locker.LockInfo{}, fmt.Errorf("locker/redis: malformed lock value at %q: %w", key, err)
 	}
-	info := locker.LockInfo{Key: key, Owner: parts[3], Fence: fence, Holds: holds}
+	info := locker.LockInfo{Key: key, Owner: parts[2], Fence: fence, Holds: len(strings.Fields(parts[1]))}
 	if pttl > 0 {
 		info.Expires = time.Now().Add(pttl)
 	}

@@ -159,9 +159,9 @@ func (l *Locker) abandon(ctx context.Context, key, call string) {
 	_ = abandonScript.Run(ctx, l.client, l.keys(key), call, l.wakePrefix()).Err()
 }
 
-// attempt runs the acquire script once, as op call, whose id marks the
-// hold it takes (so abandon can find it) and, for a waiter (queue), its
-// place in the queue; TryLock never queues.
+// attempt runs the acquire script once. call is the id of the hold it
+// takes (so abandon can find it) and, for a waiter (queue), its place in
+// the queue; TryLock never queues.
 func (l *Locker) attempt(ctx context.Context, key, call string, queue bool, o locker.Options) (locker.Lease, time.Duration, error) {
 	start := time.Now()
 	ttl := max(o.TTL.Milliseconds(), 1)
@@ -184,7 +184,7 @@ func (l *Locker) attempt(ctx context.Context, key, call string, queue bool, o lo
 	ls, err := lease.New(l.set, lease.Config{
 		Key: key, Owner: o.Owner, Fence: uint64(res[1]),
 		TTL: o.TTL, KeepAlive: o.KeepAlive, Start: start,
-		Ops: &hold{l: l, key: key, owner: o.Owner, ttl: ttl, release: rand.Text()},
+		Ops: &hold{l: l, key: key, owner: o.Owner, ttl: ttl, id: call},
 	})
 	if err != nil {
 		return nil, 0, err
@@ -212,11 +212,12 @@ type hold struct {
 	l          *Locker
 	key, owner string
 	ttl        int64  // ms
-	release    string // op id of our Release, the same on every retry of it
+	id         string // our hold's id in the lock's value
+	unsure     bool   // a Release got no answer: it may have been applied
 }
 
 func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
-	ok, err := refreshScript.Run(ctx, h.l.client, []string{h.l.lockKey(h.key)}, h.owner, h.ttl).Int()
+	ok, err := refreshScript.Run(ctx, h.l.client, []string{h.l.lockKey(h.key)}, h.owner, h.ttl, h.id).Int()
 	if err != nil {
 		return 0, backendErr(ctx, err)
 	}
@@ -227,11 +228,12 @@ func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 }
 
 func (h *hold) Release(ctx context.Context) error {
-	ok, err := releaseScript.Run(ctx, h.l.client, h.l.keys(h.key), h.owner, h.release, h.l.wakePrefix()).Int()
+	ok, err := releaseScript.Run(ctx, h.l.client, h.l.keys(h.key), h.owner, h.id, h.l.wakePrefix()).Int()
 	if err != nil {
+		h.unsure = true // the lease serialises Release calls
 		return backendErr(ctx, err)
 	}
-	if ok == 0 {
+	if ok == 0 && !h.unsure { // after a lost reply, a hold gone is our release
 		return locker.ErrNotHeld
 	}
 	return nil
