@@ -3,7 +3,7 @@
 //
 // Acquire is one atomic script: SET NX PX on the lock key, with the fence
 // taken from a per-namespace INCR in the same script; re-entry by a stable
-// owner bumps a hold count in the value. Release and refresh are scripts
+// owner adds a hold id to the value. Release and refresh are scripts
 // that check the owner first, so nobody but the owner ever releases a lock.
 // Waiters queue in arrival order (a sorted set per key) and a free key goes
 // to the first live one, so Lock is fair (FIFO) and a releasing client
