@@ -105,7 +105,7 @@ func (l *Locker) attempt(ctx context.Context, key string, o locker.Options, try 
 	if len(kvs) == 0 {
 		return en.hold(ctx, mine, start)
 	}
-	if err := en.waitTurn(ctx, mine, kvs[0], mine); err != nil {
+	if err := en.waitTurn(ctx, mine, kvs[0]); err != nil {
 		if !errors.Is(err, errRequeue) {
 			en.abandon(ctx)
 		}

@@ -11,7 +11,8 @@ import (
 )
 
 // waitTurn waits until en's entry (create revision mine) is the lowest of
-// its queue. pred is the entry just before it, as read at revision readRev.
+// its queue. pred is the entry just before it, as read at revision mine
+// (the txn that created the entry read it), readRev below.
 //
 // It watches pred alone (no herd), from the current revision: a watch from
 // readRev+1 goes through etcd's unsynced-watcher path (delivered every
@@ -23,7 +24,8 @@ import (
 // finds whether an earlier entry remains.
 //
 // Meanwhile it keeps en's etcd lease alive, since a wait can outlast it.
-func (en *entry) waitTurn(ctx context.Context, mine int64, pred *mvccpb.KeyValue, readRev int64) error {
+func (en *entry) waitTurn(ctx context.Context, mine int64, pred *mvccpb.KeyValue) error {
+	readRev := mine
 	tick := time.NewTicker(max(en.lease.granted/3, 100*time.Millisecond))
 	defer tick.Stop()
 	for {

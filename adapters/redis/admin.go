@@ -18,7 +18,7 @@ import (
 
 // Status returns the holder of key, or ErrNotHeld.
 func (l *Locker) Status(ctx context.Context, key string) (locker.LockInfo, error) {
-	if err := l.adminCheck(key); err != nil {
+	if err := l.set.CheckKey(key); err != nil {
 		return locker.LockInfo{}, err
 	}
 	k := l.keys(key)
@@ -49,13 +49,11 @@ func (l *Locker) List(ctx context.Context, prefix string) ([]locker.LockInfo, er
 		keys []string
 	)
 	scan := func(ctx context.Context, c goredis.UniversalClient) error {
-		it := c.Scan(ctx, 0, match, 1000).Iterator()
-		for it.Next(ctx) {
-			mu.Lock()
-			keys = append(keys, it.Val())
-			mu.Unlock()
-		}
-		return it.Err()
+		found, err := rediskey.Scan(ctx, c, match)
+		mu.Lock()
+		keys = append(keys, found...)
+		mu.Unlock()
+		return err
 	}
 	var err error
 	if cc, ok := l.client.(*goredis.ClusterClient); ok { // SCAN is per node
@@ -84,7 +82,7 @@ func (l *Locker) List(ctx context.Context, prefix string) ([]locker.LockInfo, er
 // ForceUnlock deletes key's lock whoever holds it and wakes its waiters.
 // The holder finds out at its next refresh (within TTL/3 with keep-alive).
 func (l *Locker) ForceUnlock(ctx context.Context, key string) error {
-	if err := l.adminCheck(key); err != nil {
+	if err := l.set.CheckKey(key); err != nil {
 		return err
 	}
 	n, err := forceScript.Run(ctx, l.client, l.keys(key), l.wakePrefix()).Int()
@@ -95,10 +93,6 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) error {
 		return fmt.Errorf("%w: %q is free", locker.ErrNotHeld, key)
 	}
 	return nil
-}
-
-func (l *Locker) adminCheck(key string) error {
-	return l.set.CheckKey(key)
 }
 
 // parseInfo reads a lock value "fence:ids:owner".

@@ -47,7 +47,7 @@ func (l *Locker) attempt(ctx context.Context, key string, o locker.Options, wait
 	}
 
 	var (
-		got      = map[int]int64{} // master -> outcome, where ours now
+		got, nre int               // masters where the hold is ours now; of them, re-entered
 		taken    []int             // masters held by another owner
 		holders  = map[int64]int{} // their hold's attempt id -> masters
 		pttls    []time.Duration
@@ -67,11 +67,12 @@ func (l *Locker) attempt(ctx context.Context, key string, o locker.Options, wait
 			holders[r.v[2]]++
 			pttls = append(pttls, time.Duration(r.v[1])*time.Millisecond)
 		case reentered:
-			got[i] = reentered
+			got++
+			nre++
 			reFence = max(reFence, uint64(r.v[1]))
 			newFence = max(newFence, uint64(r.v[2])+1)
 		case granted:
-			got[i] = granted
+			got++
 			counted = append(counted, uint64(r.v[1]))
 			newFence = max(newFence, uint64(r.v[1]))
 		}
@@ -83,19 +84,13 @@ func (l *Locker) attempt(ctx context.Context, key string, o locker.Options, wait
 		}
 	}
 
-	nre := 0
-	for _, g := range got {
-		if g == reentered {
-			nre++
-		}
-	}
 	fence, holdErr := reFence, error(nil)
-	if len(got) >= l.quorum {
+	if got >= l.quorum {
 		switch {
 		case nre >= l.quorum:
 			// Re-entry: our hold stands on a quorum. Masters that granted
 			// afresh record the hold's fence (best effort; keep-alive too).
-			if nre < len(got) {
+			if nre < got {
 				l.round(ctx, claimScript, keys, o.Owner, o.TTL.Milliseconds(), fence, id)
 			}
 		case nre == 0 && len(errs) == 0 && (atFence == len(counted) || atFence >= l.quorum && !o.StableOwner):
@@ -138,10 +133,10 @@ func (l *Locker) attempt(ctx context.Context, key string, o locker.Options, wait
 	// not answer (its grant may have landed). A definite refusal wrote
 	// nothing, so those are spared the round trip. Only the undo of a
 	// quorum is announced: a minority freed nobody.
-	l.undo(key, o.Owner, id, res, len(got) >= l.quorum)
-	if len(got)+len(taken) < l.quorum {
+	l.undo(key, o.Owner, id, res, got >= l.quorum)
+	if got+len(taken) < l.quorum {
 		err := locker.Unavailable(fmt.Errorf("redlock: %d of %d masters answered, %d needed: %w",
-			len(got)+len(taken), len(l.masters), l.quorum, errors.Join(errs...)))
+			got+len(taken), len(l.masters), l.quorum, errors.Join(errs...)))
 		return nil, 0, wait.CtxErr(ctx, key, err)
 	}
 	retry := l.fallback(got, pttls)
@@ -175,8 +170,8 @@ func (l *Locker) see(c uint64) {
 
 // fallback is how long a waiter may sleep without a notification: until
 // enough of the holders' records have expired for a quorum to be free.
-func (l *Locker) fallback(got map[int]int64, pttls []time.Duration) time.Duration {
-	need := l.quorum - len(got) // expirations still needed
+func (l *Locker) fallback(got int, pttls []time.Duration) time.Duration {
+	need := l.quorum - got // expirations still needed
 	if need <= 0 || need > len(pttls) {
 		return 0 // a split vote, or time ran out: try again at once
 	}

@@ -93,12 +93,7 @@ func (l *Locker) List(ctx context.Context, prefix string) ([]locker.LockInfo, er
 	}
 	match := rediskey.MatchPrefix(l.lockKey(prefix))
 	res := each(ctx, l, adminTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) ([]string, error) {
-		var keys []string
-		iter := c.Scan(ctx, 0, match, 1000).Iterator()
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		return keys, iter.Err()
+		return rediskey.Scan(ctx, c, match)
 	})
 	seen := map[string]bool{}
 	var errs []error

@@ -220,6 +220,7 @@ func (n notifier) Subscribe(ctx context.Context, key string) error {
 	}
 	ok := 0
 	var errs []error
+wait:
 	for len(errs) <= len(l.masters)-l.quorum {
 		select {
 		case r := <-results:
@@ -232,9 +233,7 @@ func (n notifier) Subscribe(ctx context.Context, key string) error {
 			}
 		case <-ctx.Done():
 			errs = append(errs, ctx.Err())
-			n.Unsubscribe(key)
-			return locker.Unavailable(fmt.Errorf("redlock: %d of %d masters confirmed the subscription, %d needed: %w",
-				ok, len(l.masters), l.quorum, errors.Join(errs...)))
+			break wait
 		}
 	}
 	n.Unsubscribe(key)

@@ -273,7 +273,6 @@ func (l *sqlLocker) initPostgres(ctx context.Context) error {
 		return nil
 	}
 	ls := newListener(cfg, p.name)
-	l.queue = true
 	l.hub = wait.NewHub(ls)
 	ls.hub = l.hub
 	l.stop = ls.close

@@ -61,13 +61,12 @@ type sqlLocker struct {
 	cfg   config
 	set   *lease.Set
 	hub   *wait.Hub
-	// poll is true when no backend notification reaches every waiter (SQLite):
-	// waiters also wake on a short backoff.
+	// poll is true when no backend notification reaches every waiter
+	// (SQLite, Postgres without LISTEN): waiters also wake on a short
+	// backoff, and releases wake the key's waiters of this process. Else
+	// waiters queue in the database and the release wakes the first one by
+	// its token (Postgres with LISTEN).
 	poll bool
-	// queue is true when waiters queue in the database and the release
-	// wakes the first one by its token (Postgres with LISTEN); else
-	// releases wake the key's waiters of this process.
-	queue bool
 	// gate, when set, is held around every statement (see fileState).
 	gate chan struct{}
 	// stop ends what the dialect runs in the background (LISTEN, file refs).
@@ -157,7 +156,7 @@ func (l *sqlLocker) Lock(ctx context.Context, key string, opts ...locker.Option)
 		return lease, remaining, err
 	}
 	lease, err := wait.Until(ctx, key, attempt, func(ctx context.Context) (<-chan struct{}, func(), error) {
-		if !l.queue {
+		if l.poll {
 			return l.hub.Subscribe(ctx, key)
 		}
 		queued = true                      // from now on, even if Subscribe fails: leave below

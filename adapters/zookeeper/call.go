@@ -39,16 +39,13 @@ func call[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 // backendErr wraps a failed ZooKeeper call: connection and session failures
 // match locker.ErrUnavailable; ctx errors pass through for wait.CtxErr.
 func backendErr(op string, err error) error {
-	var netErr net.Error
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, locker.ErrUnavailable):
 		return err
-	case errors.Is(err, zk.ErrNoServer), errors.Is(err, zk.ErrConnectionClosed),
-		errors.Is(err, zk.ErrSessionExpired), errors.Is(err, zk.ErrClosing),
-		errors.Is(err, zk.ErrSessionMoved), errors.As(err, &netErr):
+	case connErr(err):
 		return locker.Unavailable(fmt.Errorf("locker/zookeeper: %s: %w", op, err))
 	}
 	return fmt.Errorf("locker/zookeeper: %s: %w", op, err)

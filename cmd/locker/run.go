@@ -97,9 +97,7 @@ func (e env) acquire(ctx context.Context, sigs <-chan os.Signal, backendFlag, ke
 	close(stop)
 	if s, ok := <-watched; ok { // interrupted, even if the lock came through
 		if lease != nil {
-			uctx, c := context.WithTimeout(context.Background(), unlockTimeout)
-			_ = lease.Unlock(uctx)
-			c()
+			_ = unlock(lease)
 		}
 		if b != nil {
 			b.Close()

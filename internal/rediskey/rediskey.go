@@ -2,7 +2,12 @@
 // names.
 package rediskey
 
-import "strings"
+import (
+	"context"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+)
 
 // MatchPrefix returns the SCAN/KEYS pattern that matches exactly the keys
 // beginning with prefix: the glob characters of prefix are quoted, so a
@@ -16,4 +21,14 @@ func MatchPrefix(prefix string) string {
 		b.WriteRune(r)
 	}
 	return b.String() + "*"
+}
+
+// Scan returns the keys of c's node that match the pattern match.
+func Scan(ctx context.Context, c goredis.UniversalClient, match string) ([]string, error) {
+	var keys []string
+	it := c.Scan(ctx, 0, match, 1000).Iterator()
+	for it.Next(ctx) {
+		keys = append(keys, it.Val())
+	}
+	return keys, it.Err()
 }
