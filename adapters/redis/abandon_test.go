@@ -12,23 +12,27 @@ import (
 	"github.com/locker-go/locker/internal/testenv"
 )
 
-// A call whose acquire landed but whose reply was lost (its ctx ended, the
-// connection dropped) must not leave a phantom holder: abandon takes the
-// hold back, and only that one.
-func TestAbandonTakesBackALostGrant(t *testing.T) {
-	u := testenv.URL(t, "LOCKER_TEST_REDIS")
-	opt, err := goredis.ParseURL(u.String())
+// testLocker is a Locker on the test Redis, closed when t ends.
+func testLocker(t *testing.T) *Locker {
+	t.Helper()
+	opt, err := goredis.ParseURL(testenv.URL(t, "LOCKER_TEST_REDIS").String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	client := goredis.NewClient(opt)
-	defer client.Close()
-	ll, err := New(client, WithPrefix("locker-abandon-test:"))
+	l, err := New(client, WithPrefix("locker-abandon-test:"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := ll.(*Locker)
-	defer l.Close()
+	t.Cleanup(func() { l.Close(); client.Close() })
+	return l.(*Locker)
+}
+
+// A call whose acquire landed but whose reply was lost (its ctx ended, the
+// connection dropped) must not leave a phantom holder: abandon takes the
+// hold back, and only that one.
+func TestAbandonTakesBackALostGrant(t *testing.T) {
+	l := testLocker(t)
 	ctx := context.Background()
 	key := "k-" + rand.Text()
 	o, _ := locker.Resolve(key, locker.WithOwner("me"))
@@ -72,19 +76,7 @@ func TestAbandonTakesBackALostGrant(t *testing.T) {
 // A release retried after a lost reply drops its own hold once and never
 // another hold of the same owner.
 func TestReleaseRetriedDropsOnlyItsHold(t *testing.T) {
-	u := testenv.URL(t, "LOCKER_TEST_REDIS")
-	opt, err := goredis.ParseURL(u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := goredis.NewClient(opt)
-	defer client.Close()
-	ll, err := New(client, WithPrefix("locker-abandon-test:"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := ll.(*Locker)
-	defer l.Close()
+	l := testLocker(t)
 	ctx := context.Background()
 	key := "k-" + rand.Text()
 	o, _ := locker.Resolve(key, locker.WithOwner("me"))

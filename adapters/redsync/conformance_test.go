@@ -113,18 +113,8 @@ func TestConformance(t *testing.T) {
 // does: the suite's fault proxies would double every hop.
 func BenchmarkConformance(b *testing.B) {
 	h := harness(b)
-	addrs := masterAddrs(b)
 	h.NewLocker = func(t testing.TB) locker.Locker {
-		clients := make([]goredis.UniversalClient, len(addrs))
-		for i, a := range addrs {
-			c := goredis.NewClient(&goredis.Options{Addr: a, ContextTimeoutEnabled: true})
-			t.Cleanup(func() { _ = c.Close() })
-			clients[i] = c
-		}
-		l, err := New(clients, WithNodeTimeout(suiteNodeTimeout))
-		if err != nil {
-			t.Fatal(err)
-		}
+		l, _ := plainLocker(t)
 		return l
 	}
 	conformance.Bench(b, h)
