@@ -3,8 +3,10 @@ package sql
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"strings"
+	"time"
 
 	gsqlite "github.com/glebarez/sqlite"
 	"github.com/jackc/pgx/v5"
@@ -68,11 +70,39 @@ func openSQLite(ctx context.Context, u *url.URL) (locker.Locker, error) {
 		return nil, err
 	}
 	dsn := path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
-	db, err := gorm.Open(gsqlite.Open(dsn), gormConfig())
+	db, err := openBusy(ctx, dsn)
 	if err != nil {
 		return nil, invalidOrUnavailable(u, err)
 	}
 	return openWith(ctx, u, db, opts)
+}
+
+// openBusy opens the SQLite file, retrying while another process holds it:
+// switching a new file to WAL takes an exclusive lock that SQLite's busy
+// handler does not wait for, so processes opening it at once meet
+// SQLITE_BUSY here.
+func openBusy(ctx context.Context, dsn string) (*gorm.DB, error) {
+	end := time.Now().Add(DefaultRetryTimeout)
+	backoff := time.Millisecond
+	for {
+		db, err := gorm.Open(gsqlite.Open(dsn), gormConfig())
+		if busy, _ := (&sqliteDialect{}).classify(err); !busy || time.Now().After(end) {
+			return db, err
+		}
+		if db != nil {
+			if sdb, e := db.DB(); e == nil {
+				_ = sdb.Close()
+			}
+		}
+		t := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		}
+		backoff = min(2*backoff, 100*time.Millisecond)
+	}
 }
 
 // sqlitePath returns the file a sqlite URL names.
