@@ -2,24 +2,17 @@ package locker
 
 import (
 	"context"
-	"time"
+
+	"github.com/locker-go/locker/driver"
 )
 
-// LockInfo describes one held lock as the backend records it.
-type LockInfo struct {
-	Key   string
-	Owner string
-	Fence uint64
-	// Holds is the hold count of a re-entered lock (1 when not re-entered).
-	Holds int
-	// Expires is when the lock lapses unless refreshed; zero where the
-	// backend ties the lock to a session instead (ZooKeeper).
-	Expires time.Time
-	// Waiters is the number of queued waiters, where the backend queues.
-	Waiters int
-}
+// LockInfo describes one held lock as the backend records it: key,
+// owner, fence, hold count, expiry (zero for session-bound locks) and
+// queued waiters.
+type LockInfo = driver.LockInfo
 
-// Admin is implemented by every adapter's Locker for operators: the CLI's
+// Admin is implemented by the Locker of every adapter whose driver
+// implements driver.Admin (all of this module's) for operators: the CLI's
 // status, list and unlock --force use it. Check for it with a type assertion.
 type Admin interface {
 	// Status returns the holder of key, or ErrNotHeld if nobody holds it.

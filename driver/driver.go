@@ -1,0 +1,136 @@
+// Package driver is the seam between the portable locker.Locker and a lock
+// backend, in the spirit of database/sql/driver and gocloud.dev's driver
+// packages. A backend implements Driver (and, where it can, the optional
+// interfaces below); locker.New turns it into a locker.Locker that does
+// everything that is the same on every backend: key, option and TTL
+// validation, the Deadline/Done/Err timer, keep-alive, waiting for a
+// notified release, Close, and error mapping.
+//
+// This package imports nothing of locker, so that locker can import it. A
+// driver returns locker's errors where this page names them
+// (locker.ErrNotHeld, locker.Unavailable(cause)); import both packages.
+//
+// What a driver must guarantee (the conformance package checks it):
+//   - Acquire grants a key to at most one owner at a time, and a grant to
+//     a new owner carries a Fence above every earlier grant of the key.
+//   - A grant lapses by itself within its validity unless refreshed, even
+//     if this process dies: no goodbye is needed.
+//   - Refresh and Release act only on the hold they belong to; a hold that
+//     is no longer ours answers an error matching locker.ErrNotHeld and
+//     changes nothing.
+//   - A refused Acquire with r.Queue set keeps the call's place (if the
+//     backend queues) until the call's next Acquire or its Abandon.
+package driver
+
+import (
+	"context"
+	"time"
+)
+
+// Driver is what a backend must provide.
+type Driver interface {
+	// Acquire makes one attempt to take r.Key for r.Owner. A refusal (the
+	// key is held by another owner) is no error: Grant.Hold is nil. A
+	// driver that queues waiters itself (ZooKeeper, etcd) may block in
+	// Acquire until the key is granted when r.Wait is set.
+	Acquire(ctx context.Context, r *Request) (Grant, error)
+	// Abandon undoes what a Lock or TryLock call that failed may have
+	// left: its place in a queue, or a hold granted whose reply was lost.
+	// ctx is fresh and bounded; Abandon must not act on other calls' holds.
+	Abandon(ctx context.Context, r *Request)
+	// Close releases the driver's resources. The portable Locker calls it
+	// once, after every hold was released and no call is under way.
+	Close(ctx context.Context) error
+}
+
+// Request is one Lock or TryLock call, the same value through all of its
+// attempts.
+type Request struct {
+	Key   string // valid and opaque: no character has a special meaning
+	Owner string // owner token
+	// Reentrant: Owner is a stable identity (WithOwner), so a key it holds
+	// is granted again with the same fence and one more hold.
+	Reentrant bool
+	// ID is unique to this call: the id of the hold it takes, and its name
+	// in a queue.
+	ID        string
+	TTL       time.Duration
+	KeepAlive bool // the lease will be renewed every TTL/3
+	Wait      bool // Lock, not TryLock
+	// Queue is set once the call listens for notifications (Notifier): a
+	// refused attempt may then take, and keep, a place in the key's queue.
+	Queue bool
+	// State is the driver's own, kept between the attempts of one call.
+	State any
+}
+
+// Grant is the outcome of one attempt.
+type Grant struct {
+	Hold  Hold // nil: refused, another owner holds the key
+	Fence uint64
+	// Start is when Validity starts to run; zero: when Acquire was called.
+	Start time.Time
+	// Validity is how long the hold is known valid from Start; zero: TTL.
+	Validity time.Duration
+	// Lost, if not nil, is closed when the backend says the hold is gone
+	// (a session expired, a node deleted): the lease then ends lost.
+	Lost <-chan struct{}
+	// Retry, for a refusal, is how long until the holder's lease would
+	// lapse (zero if unknown): the waiter looks again then at the latest,
+	// should no notification come.
+	Retry time.Duration
+}
+
+// Hold is one granted hold's backend calls. The portable lease never runs
+// two of them at once.
+type Hold interface {
+	// Refresh extends the hold by its TTL and returns how long it is now
+	// valid from when the call began; locker.ErrNotHeld if it is not ours.
+	Refresh(ctx context.Context) (time.Duration, error)
+	// Release drops the hold; locker.ErrNotHeld if it was not ours.
+	Release(ctx context.Context) error
+}
+
+// Notifier is implemented by drivers that can tell a waiter when a key may
+// have come free, so Lock waits without polling.
+type Notifier interface {
+	// Subscribe starts notifications for r's key (or r's own turn) and
+	// returns once they are live, so that no release after it returns is
+	// missed. wake must buffer one signal; stop ends the subscription.
+	Subscribe(ctx context.Context, r *Request) (wake <-chan struct{}, stop func(), err error)
+	// Listening reports whether Subscribe costs no round trip now: Lock
+	// then subscribes before its first attempt, and queues from the start.
+	Listening() bool
+}
+
+// Expirer is implemented by holds that the backend does not end by itself
+// at the deadline (a ZooKeeper node lives as long as its session): Expire
+// is called once, when the lease ends lost.
+type Expirer interface {
+	Expire(ctx context.Context)
+}
+
+// LockInfo describes one held lock as the backend records it.
+type LockInfo struct {
+	Key   string
+	Owner string
+	Fence uint64
+	// Holds is the hold count of a re-entered lock (1 when not re-entered).
+	Holds int
+	// Expires is when the lock lapses unless refreshed; zero where the
+	// backend ties the lock to a session instead (ZooKeeper).
+	Expires time.Time
+	// Waiters is the number of queued waiters, where the backend queues.
+	Waiters int
+}
+
+// Admin is implemented by drivers that can inspect and force locks, for
+// operators (locker.Admin). Keys are validated before they reach it.
+type Admin interface {
+	// Status returns the holder of key, or locker.ErrNotHeld.
+	Status(ctx context.Context, key string) (LockInfo, error)
+	// List returns the held locks whose keys begin with prefix, in any order.
+	List(ctx context.Context, prefix string) ([]LockInfo, error)
+	// ForceUnlock removes key's hold whoever has it; locker.ErrNotHeld if none.
+	ForceUnlock(ctx context.Context, key string) error
+}

@@ -1,0 +1,256 @@
+package locker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/locker-go/locker/driver"
+)
+
+// The lease every driver's holds are wrapped in: the Deadline, the
+// keep-alive loop, Done/Err bookkeeping. A driver supplies only the
+// backend calls (driver.Hold).
+
+// leaseConfig describes a newly acquired lease.
+type leaseConfig struct {
+	Key, Owner string
+	Fence      uint64
+	TTL        time.Duration
+	KeepAlive  bool
+	// Start is when the acquiring call began; the first deadline is
+	// Start+Validity, so time spent acquiring counts against the lease.
+	Start    time.Time
+	Validity time.Duration // defaults to TTL
+	Hold     driver.Hold
+	Lost     <-chan struct{} // closed when the backend says the hold is gone
+}
+
+// lease implements Lease over a driver.Hold.
+type lease struct {
+	cfg  leaseConfig
+	set  *leaseSet
+	done chan struct{}
+	tick sync.Mutex // one timer callback at a time
+
+	// opMu orders a lease's backend calls: one Release however many Unlock
+	// calls race, and no renewal overlapping it, so a renewal that finds
+	// the lock gone after our own Unlock cannot call the lease lost.
+	opMu sync.Mutex
+
+	mu       sync.Mutex
+	deadline time.Time
+	next     time.Time     // next renewal, with keep-alive
+	every    time.Duration // renewal period: TTL/3, or less if the validity is short
+	timer    *time.Timer   // wakes onTimer at min(next, deadline)
+	err      error
+}
+
+// newLease starts a lease and adds it to set, whose Close will release it. If
+// set is already closed, the hold is released and newLease returns ErrClosed.
+func newLease(set *leaseSet, cfg leaseConfig) (*lease, error) {
+	if cfg.Validity <= 0 {
+		cfg.Validity = cfg.TTL
+	}
+	l := &lease{
+		cfg:      cfg,
+		set:      set,
+		done:     make(chan struct{}),
+		deadline: cfg.Start.Add(cfg.Validity),
+	}
+	l.every = renewEvery(cfg.TTL, cfg.Validity)
+	l.next = cfg.Start.Add(l.every)
+	if !set.add(l) {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.TTL)
+		defer cancel()
+		_ = cfg.Hold.Release(ctx)
+		return nil, ErrClosed
+	}
+	// A timer, not a goroutine: a lease unlocked before its first renewal
+	// never costs a goroutine or a wake-up.
+	l.mu.Lock()
+	l.timer = time.AfterFunc(l.wakeIn(), l.onTimer)
+	l.mu.Unlock()
+	if cfg.Lost != nil {
+		go func() {
+			select {
+			case <-cfg.Lost:
+				l.end(ErrLeaseLost)
+			case <-l.done:
+			}
+		}()
+	}
+	return l, nil
+}
+
+func (l *lease) Key() string           { return l.cfg.Key }
+func (l *lease) Owner() string         { return l.cfg.Owner }
+func (l *lease) Fence() uint64         { return l.cfg.Fence }
+func (l *lease) Done() <-chan struct{} { return l.done }
+
+func (l *lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+func (l *lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Refresh extends the lease through Hold.Refresh.
+func (l *lease) Refresh(ctx context.Context) error {
+	if l.set.closedNow() {
+		return ErrClosed
+	}
+	if err := l.refresh(ctx); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.next = time.Now().Add(l.every)
+	l.rearm()
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *lease) refresh(ctx context.Context) error {
+	l.opMu.Lock()
+	defer l.opMu.Unlock()
+	if l.Err() != nil {
+		return ErrNotHeld
+	}
+	start := time.Now()
+	valid, err := l.cfg.Hold.Refresh(ctx)
+	if errors.Is(err, ErrNotHeld) {
+		l.end(ErrLeaseLost)
+		return ErrNotHeld
+	}
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil { // it ended at its deadline while we were renewing
+		return ErrNotHeld
+	}
+	if d := start.Add(valid); d.After(l.deadline) {
+		l.deadline = d
+	}
+	l.every = renewEvery(l.cfg.TTL, valid)
+	return nil
+}
+
+// renewEvery is the keep-alive period: a third of the TTL, or half the
+// validity a backend grants if that is shorter (Redlock's drift, a
+// session shorter than the TTL), so a renewal always comes in time.
+func renewEvery(ttl, valid time.Duration) time.Duration {
+	return max(min(ttl/3, valid/2), time.Millisecond)
+}
+
+// Unlock releases one hold through Hold.Release.
+func (l *lease) Unlock(ctx context.Context) error {
+	if l.set.closedNow() {
+		return ErrClosed
+	}
+	return l.unlock(ctx)
+}
+
+func (l *lease) unlock(ctx context.Context) error {
+	l.opMu.Lock()
+	defer l.opMu.Unlock()
+	if l.Err() != nil {
+		return ErrNotHeld
+	}
+	err := l.cfg.Hold.Release(ctx)
+	switch {
+	case err == nil:
+		l.end(ErrNotHeld)
+	case errors.Is(err, ErrNotHeld):
+		l.end(ErrLeaseLost)
+	}
+	return err
+}
+
+// end records the lease's final state once and closes Done.
+func (l *lease) end(err error) bool {
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return false
+	}
+	l.err = err
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.mu.Unlock()
+	close(l.done)
+	l.set.remove(l)
+	return true
+}
+
+// wakeIn is how long until the timer must act: the next renewal with
+// keep-alive, else the deadline. Callers hold l.mu.
+func (l *lease) wakeIn() time.Duration {
+	wake := l.deadline
+	if l.cfg.KeepAlive && l.next.Before(wake) {
+		wake = l.next
+	}
+	return time.Until(wake)
+}
+
+// rearm resets the timer for the current next/deadline. Callers hold l.mu.
+func (l *lease) rearm() {
+	if l.err == nil && l.timer != nil {
+		l.timer.Reset(l.wakeIn())
+	}
+}
+
+// onTimer renews the lease every TTL/3 while keep-alive is on, and ends it
+// as lost once its deadline passes without a successful renewal.
+func (l *lease) onTimer() {
+	// One callback at a time; a fire that comes while another runs waits
+	// for it and then looks at the state afresh, so none is lost.
+	l.tick.Lock()
+	defer l.tick.Unlock()
+	if l.Err() != nil {
+		return
+	}
+	l.mu.Lock()
+	renew := l.cfg.KeepAlive && !time.Now().Before(l.next)
+	l.mu.Unlock()
+	if renew {
+		// Under the set's context, so that Close need not wait out a
+		// renewal stuck on a backend that does not answer.
+		ctx, cancel := context.WithDeadline(l.set.ctx, l.Deadline())
+		err := l.refresh(ctx)
+		cancel()
+		if errors.Is(err, ErrNotHeld) {
+			return // refresh ended the lease
+		}
+		l.mu.Lock()
+		if err == nil {
+			l.next = time.Now().Add(l.every)
+		} else {
+			// A failed renewal is retried, a little sooner each time, until
+			// the deadline; the backend may be back before then.
+			l.next = time.Now().Add(min(l.every, max(time.Until(l.deadline)/4, 10*time.Millisecond)))
+		}
+		l.mu.Unlock()
+	}
+	if !time.Now().Before(l.Deadline()) {
+		if l.end(ErrLeaseLost) {
+			if e, ok := l.cfg.Hold.(driver.Expirer); ok {
+				ctx, cancel := context.WithTimeout(context.Background(), l.cfg.TTL)
+				e.Expire(ctx)
+				cancel()
+			}
+		}
+		return
+	}
+	l.mu.Lock()
+	l.rearm()
+	l.mu.Unlock()
+}

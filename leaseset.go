@@ -1,0 +1,121 @@
+package locker
+
+import (
+	"context"
+	"sync"
+)
+
+// leaseSet tracks the live leases of one Locker, for Close.
+type leaseSet struct {
+	calls  sync.WaitGroup // Lock and TryLock calls under way, which Close waits for
+	mu     sync.Mutex
+	closed bool
+	leases map[*lease]struct{}
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// newLeaseSet returns an empty, open leaseSet.
+func newLeaseSet() *leaseSet {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &leaseSet{leases: map[*lease]struct{}{}, ctx: ctx, cancel: cancel}
+}
+
+func (s *leaseSet) add(l *lease) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.leases[l] = struct{}{}
+	return true
+}
+
+func (s *leaseSet) remove(l *lease) {
+	s.mu.Lock()
+	delete(s.leases, l)
+	s.mu.Unlock()
+}
+
+// begin starts a Lock or TryLock call: ErrClosed once Close was called,
+// else the resolved options, or why they are bad; either way nothing has
+// reached the backend yet. On success it returns the call's context, which
+// Close also cancels (cause ErrClosed), and end, which the caller must call
+// when the call returns: Close waits for calls under way, so that their
+// clean-up (leaving a queue, undoing a late grant) runs before the adapter
+// closes its client.
+func (s *leaseSet) begin(ctx context.Context, key string, opts []Option) (context.Context, Options, func(), error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ctx, Options{}, nil, ErrClosed
+	}
+	s.calls.Add(1)
+	s.mu.Unlock()
+	o, err := Resolve(key, opts...)
+	if err != nil {
+		s.calls.Done()
+		return ctx, Options{}, nil, err
+	}
+	ctx, stop := s.context(ctx)
+	return ctx, o, func() { stop(); s.calls.Done() }, nil
+}
+
+// checkKey starts an admin call on key: ErrClosed, ErrInvalidKey or nil.
+func (s *leaseSet) checkKey(key string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	return ValidateKey(key)
+}
+
+// check starts any other call: ErrClosed once Close was called, else nil.
+func (s *leaseSet) check() error {
+	if s.closedNow() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// closedNow reports whether Close was called.
+func (s *leaseSet) closedNow() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// context returns a context derived from ctx that is also cancelled, with
+// cause ErrClosed, when the Set closes: Lock calls wait under it, so Close
+// ends them. Call stop when done to release it.
+func (s *leaseSet) context(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.ctx, func() { cancel(ErrClosed) })
+	return ctx, func() { stop(); cancel(nil) }
+}
+
+// close marks the set closed, ends waiting Lock calls, and unlocks every
+// live lease best-effort within ctx. It returns ErrClosed if already closed.
+func (s *leaseSet) close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.closed = true
+	leases := make([]*lease, 0, len(s.leases))
+	for l := range s.leases {
+		leases = append(leases, l)
+	}
+	s.mu.Unlock()
+	s.cancel(ErrClosed)
+	s.calls.Wait() // they end promptly: their contexts were just cancelled
+	var wg sync.WaitGroup
+	for _, l := range leases {
+		wg.Go(func() {
+			_ = l.unlock(ctx)
+			l.end(ErrNotHeld) // given up even if the release failed
+		})
+	}
+	wg.Wait()
+	return nil
+}

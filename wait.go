@@ -1,0 +1,59 @@
+package locker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/locker-go/locker/driver"
+)
+
+// minFallback bounds the fallback timer from below, so a holder whose TTL
+// is about to lapse does not turn the wait into a busy spin.
+const minFallback = time.Millisecond
+
+// wait is Lock's loop: attempt, and while another owner holds the key,
+// sleep until the driver notifies a release or the holder's remaining TTL
+// runs out. There is no fixed poll interval. The first attempt is made
+// before subscribing, so an uncontended Lock costs one round trip, unless
+// the driver listens already (then it subscribes first, for free); every
+// later attempt is made while subscribed, so no release slips between an
+// attempt and the wait.
+func (p *portable) wait(ctx context.Context, r *driver.Request) (Lease, error) {
+	var wake <-chan struct{}
+	subscribe := func() (stop func(), err error) {
+		wake, stop, err = p.notifier.Subscribe(ctx, r)
+		r.Queue = err == nil
+		return stop, err
+	}
+	if p.notifier != nil && p.notifier.Listening() {
+		stop, err := subscribe()
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		l, retry, err := p.try(ctx, r)
+		if !errors.Is(err, ErrLocked) {
+			return l, err
+		}
+		if wake == nil && p.notifier != nil {
+			stop, err := subscribe()
+			if err != nil {
+				return nil, err
+			}
+			defer stop() // runs once: wake is set from now on
+			continue
+		}
+		timer.Reset(max(retry, minFallback))
+		select {
+		case <-wake:
+		case <-timer.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
