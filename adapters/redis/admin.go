@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,12 +16,9 @@ import (
 )
 
 // Status returns the holder of key, or ErrNotHeld.
-func (l *Locker) Status(ctx context.Context, key string) (locker.LockInfo, error) {
-	if err := l.set.CheckKey(key); err != nil {
-		return locker.LockInfo{}, err
-	}
-	k := l.keys(key)
-	pipe := l.client.Pipeline()
+func (d *redisDriver) Status(ctx context.Context, key string) (locker.LockInfo, error) {
+	k := d.keys(key)
+	pipe := d.client.Pipeline()
 	get := pipe.Get(ctx, k[0])
 	pttl := pipe.PTTL(ctx, k[0])
 	waiters := pipe.ZCard(ctx, k[1])
@@ -38,12 +34,9 @@ func (l *Locker) Status(ctx context.Context, key string) (locker.LockInfo, error
 	return info, err
 }
 
-// List returns the held locks whose keys begin with prefix, sorted by key.
-func (l *Locker) List(ctx context.Context, prefix string) ([]locker.LockInfo, error) {
-	if err := l.set.Check(); err != nil {
-		return nil, err
-	}
-	match := rediskey.MatchPrefix(l.lockKey(prefix))
+// List returns the held locks whose keys begin with prefix.
+func (d *redisDriver) List(ctx context.Context, prefix string) ([]locker.LockInfo, error) {
+	match := rediskey.MatchPrefix(d.lockKey(prefix))
 	var (
 		mu   sync.Mutex
 		keys []string
@@ -56,18 +49,17 @@ func (l *Locker) List(ctx context.Context, prefix string) ([]locker.LockInfo, er
 		return err
 	}
 	var err error
-	if cc, ok := l.client.(*goredis.ClusterClient); ok { // SCAN is per node
+	if cc, ok := d.client.(*goredis.ClusterClient); ok { // SCAN is per node
 		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error { return scan(ctx, c) })
 	} else {
-		err = scan(ctx, l.client)
+		err = scan(ctx, d.client)
 	}
 	if err != nil {
 		return nil, backendErr(ctx, err)
 	}
-	slices.Sort(keys)
 	infos := make([]locker.LockInfo, 0, len(keys))
 	for _, k := range keys {
-		info, err := l.Status(ctx, strings.TrimPrefix(k, l.lockKey("")))
+		info, err := d.Status(ctx, strings.TrimPrefix(k, d.lockKey("")))
 		if errors.Is(err, locker.ErrNotHeld) {
 			continue // released since the scan
 		}
@@ -81,11 +73,8 @@ func (l *Locker) List(ctx context.Context, prefix string) ([]locker.LockInfo, er
 
 // ForceUnlock deletes key's lock whoever holds it and wakes its waiters.
 // The holder finds out at its next refresh (within TTL/3 with keep-alive).
-func (l *Locker) ForceUnlock(ctx context.Context, key string) error {
-	if err := l.set.CheckKey(key); err != nil {
-		return err
-	}
-	n, err := forceScript.Run(ctx, l.client, l.keys(key), l.wakePrefix()).Int()
+func (d *redisDriver) ForceUnlock(ctx context.Context, key string) error {
+	n, err := forceScript.Run(ctx, d.client, d.keys(key), d.wakePrefix()).Int()
 	if err != nil {
 		return backendErr(ctx, err)
 	}

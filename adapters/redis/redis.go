@@ -26,7 +26,6 @@ package redis
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -35,8 +34,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locker-go/locker"
-	"github.com/locker-go/locker/internal/lease"
-	"github.com/locker-go/locker/internal/wait"
+	"github.com/locker-go/locker/driver"
 )
 
 // DefaultPrefix namespaces the keys this adapter writes.
@@ -57,18 +55,13 @@ func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 // withCloseClient makes Close also close the client (for Open's clients).
 func withCloseClient() Option { return func(c *config) { c.closeClient = true } }
 
-// Locker is a locker.Locker and locker.Admin over one go-redis client.
-type Locker struct {
+// redisDriver is the driver.Driver (with Notifier and Admin) over one
+// go-redis client.
+type redisDriver struct {
 	client goredis.UniversalClient
 	cfg    config
-	set    *lease.Set
 	sub    *subscriber
 }
-
-var (
-	_ locker.Locker = (*Locker)(nil)
-	_ locker.Admin  = (*Locker)(nil)
-)
 
 // New returns a Locker over client. The client stays the caller's: Close
 // does not close it.
@@ -80,136 +73,79 @@ func New(client goredis.UniversalClient, opts ...Option) (locker.Locker, error) 
 	for _, o := range opts {
 		o(&cfg)
 	}
-	l := &Locker{client: client, cfg: cfg, set: lease.NewSet()}
-	l.sub = newSubscriber(client, l.wakePrefix())
-	return l, nil
+	d := &redisDriver{client: client, cfg: cfg}
+	d.sub = newSubscriber(client, d.wakePrefix())
+	return locker.New(d), nil
 }
 
-func (l *Locker) lockKey(key string) string { return l.cfg.prefix + "lock:" + key }
+func (d *redisDriver) lockKey(key string) string { return d.cfg.prefix + "lock:" + key }
 
 // keys are the lock's keys in the order the scripts take them.
-func (l *Locker) keys(key string) []string {
-	return []string{l.lockKey(key), l.cfg.prefix + "queue:" + key, l.cfg.prefix + "qexp:" + key}
+func (d *redisDriver) keys(key string) []string {
+	return []string{d.lockKey(key), d.cfg.prefix + "queue:" + key, d.cfg.prefix + "qexp:" + key}
 }
 
 // wakePrefix is what the scripts prepend to a waiter's client id to name
 // the channel its turn is announced on.
-func (l *Locker) wakePrefix() string { return l.cfg.prefix + "w:" }
-func (l *Locker) fenceKey() string   { return l.cfg.prefix + "fence" }
+func (d *redisDriver) wakePrefix() string { return d.cfg.prefix + "w:" }
+func (d *redisDriver) fenceKey() string   { return d.cfg.prefix + "fence" }
 
-// Lock blocks until key is held. It queues behind earlier waiters and
-// sleeps until the release message names it, or until the holder's lease
-// or the first waiter's place lapses.
-func (l *Locker) Lock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
-	ctx, o, end, err := l.set.Begin(ctx, key, opts)
+// Acquire runs the acquire script once. The call's token is the id of the
+// hold it takes (so Abandon can find it) and, once the call listens
+// (r.Queue), its place in the key's queue; TryLock never queues.
+func (d *redisDriver) Acquire(ctx context.Context, r *driver.Request) (driver.Grant, error) {
+	ttl := max(r.TTL.Milliseconds(), 1)
+	k := d.keys(r.Key)
+	call, place := d.sub.token(r.ID), ""
+	if r.Queue {
+		place = call
+	}
+	res, err := acquireScript.Run(ctx, d.client, []string{k[0], d.fenceKey(), k[1], k[2]}, r.Owner, ttl, call, place).Int64Slice()
 	if err != nil {
-		return nil, err
-	}
-	defer end()
-	// token is our place in the queue and the op id of our attempts.
-	token := l.sub.token(rand.Text())
-	attempt := func(ctx context.Context) (locker.Lease, time.Duration, error) {
-		lease, retry, err := l.attempt(ctx, key, token, true, o)
-		// Look again within TTL/3 at the latest: that keeps our place.
-		return lease, min(retry, o.TTL/3), err
-	}
-	subscribe := func(ctx context.Context) (<-chan struct{}, func(), error) {
-		return l.sub.hub.Subscribe(ctx, token)
-	}
-	var lease locker.Lease
-	if l.sub.live() {
-		// The channel is up: listen first, then one attempt per turn.
-		var wake <-chan struct{}
-		var leave func()
-		if wake, leave, err = subscribe(ctx); err == nil {
-			lease, err = wait.Subscribed(ctx, key, attempt, wake)
-			leave()
-		}
-	} else {
-		lease, err = wait.Until(ctx, key, attempt, subscribe)
-	}
-	if err != nil {
-		l.abandon(ctx, key, token)
-	}
-	return lease, err
-}
-
-// TryLock makes one attempt; ErrLocked if another owner holds key.
-func (l *Locker) TryLock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
-	ctx, o, end, err := l.set.Begin(ctx, key, opts)
-	if err != nil {
-		return nil, err
-	}
-	defer end()
-	call := l.sub.token(rand.Text())
-	lease, _, err := l.attempt(ctx, key, call, false, o)
-	if err != nil && !errors.Is(err, locker.ErrLocked) {
-		l.abandon(ctx, key, call)
-	}
-	return lease, err
-}
-
-// abandon undoes what a failed Lock or TryLock call may have left: its
-// place in the queue, and a hold that the backend granted although the
-// reply never came back (ctx ended, connection lost). ctx may be over: it
-// uses a fresh one.
-func (l *Locker) abandon(ctx context.Context, key, call string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_ = abandonScript.Run(ctx, l.client, l.keys(key), call, l.wakePrefix()).Err()
-}
-
-// attempt runs the acquire script once. call is the id of the hold it
-// takes (so abandon can find it) and, for a waiter (queue), its place in
-// the queue; TryLock never queues.
-func (l *Locker) attempt(ctx context.Context, key, call string, queue bool, o locker.Options) (locker.Lease, time.Duration, error) {
-	start := time.Now()
-	ttl := max(o.TTL.Milliseconds(), 1)
-	k := l.keys(key)
-	token := ""
-	if queue {
-		token = call
-	}
-	res, err := acquireScript.Run(ctx, l.client, []string{k[0], l.fenceKey(), k[1], k[2]}, o.Owner, ttl, call, token).Int64Slice()
-	if err != nil {
-		return nil, 0, backendErr(ctx, err)
+		return driver.Grant{}, backendErr(ctx, err)
 	}
 	if res[0] == 0 {
 		retry := time.Duration(res[1]) * time.Millisecond // 0: expiring now
 		if res[1] == -1 {                                 // a key without expiry: not ours; look again after our TTL
-			retry = o.TTL
+			retry = r.TTL
 		}
-		return nil, retry, fmt.Errorf("%w: %q", locker.ErrLocked, key)
+		if r.Queue {
+			retry = min(retry, r.TTL/3) // look again in time to keep our place
+		}
+		return driver.Grant{Retry: retry}, nil
 	}
-	ls, err := lease.New(l.set, lease.Config{
-		Key: key, Owner: o.Owner, Fence: uint64(res[1]),
-		TTL: o.TTL, KeepAlive: o.KeepAlive, Start: start,
-		Ops: &hold{l: l, key: key, owner: o.Owner, ttl: ttl, id: call},
-	})
-	if err != nil {
-		return nil, 0, err
-	}
-	return ls, 0, nil
+	return driver.Grant{Fence: uint64(res[1]), Hold: &hold{d: d, key: r.Key, owner: r.Owner, ttl: ttl, id: call}}, nil
 }
 
-// Close ends waiting Lock calls, releases held leases best-effort and
-// closes the subscription (and the client, if Open made it).
-func (l *Locker) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := l.set.Close(ctx); err != nil {
-		return err
-	}
-	err := l.sub.close()
-	if l.cfg.closeClient {
-		err = errors.Join(err, l.client.Close())
+// Abandon undoes what a failed call may have left: its place in the
+// queue, and a hold that the backend granted although the reply never
+// came back (ctx ended, connection lost).
+func (d *redisDriver) Abandon(ctx context.Context, r *driver.Request) {
+	_ = abandonScript.Run(ctx, d.client, d.keys(r.Key), d.sub.token(r.ID), d.wakePrefix()).Err()
+}
+
+// Subscribe listens for the call's turn: a release publishes the next
+// waiter's token on its Locker's channel.
+func (d *redisDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan struct{}, func(), error) {
+	return d.sub.hub.Subscribe(ctx, d.sub.token(r.ID))
+}
+
+// Listening is true once the Locker's channel is up: later waits then
+// subscribe for free, and queue from their first attempt.
+func (d *redisDriver) Listening() bool { return d.sub.live() }
+
+// Close closes the subscription (and the client, if Open made it).
+func (d *redisDriver) Close(context.Context) error {
+	err := d.sub.close()
+	if d.cfg.closeClient {
+		err = errors.Join(err, d.client.Close())
 	}
 	return err
 }
 
 // hold is one lease's owner-checked backend calls.
 type hold struct {
-	l          *Locker
+	d          *redisDriver
 	key, owner string
 	ttl        int64  // ms
 	id         string // our hold's id in the lock's value
@@ -217,7 +153,7 @@ type hold struct {
 }
 
 func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
-	ok, err := refreshScript.Run(ctx, h.l.client, []string{h.l.lockKey(h.key)}, h.owner, h.ttl, h.id).Int()
+	ok, err := refreshScript.Run(ctx, h.d.client, []string{h.d.lockKey(h.key)}, h.owner, h.ttl, h.id).Int()
 	if err != nil {
 		return 0, backendErr(ctx, err)
 	}
@@ -228,7 +164,7 @@ func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 }
 
 func (h *hold) Release(ctx context.Context) error {
-	ok, err := releaseScript.Run(ctx, h.l.client, h.l.keys(h.key), h.owner, h.id, h.l.wakePrefix()).Int()
+	ok, err := releaseScript.Run(ctx, h.d.client, h.d.keys(h.key), h.owner, h.id, h.d.wakePrefix()).Int()
 	if err != nil {
 		h.unsure = true // the lease serialises Release calls
 		return backendErr(ctx, err)
