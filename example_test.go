@@ -4,29 +4,15 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/locker-go/locker"
-	_ "github.com/locker-go/locker/adapters/sql" // registers sqlite://, postgres://
+	_ "github.com/locker-go/locker/adapters/mem" // registers mem://; any other backend's URL works the same
 )
-
-// The embedded SQLite backend needs no server; any other URL works the same.
-// It returns the URL and a func that removes the database.
-func exampleURL() (string, func()) {
-	dir, err := os.MkdirTemp("", "locker-example")
-	if err != nil {
-		log.Fatal(err)
-	}
-	return "sqlite://" + filepath.Join(dir, "locks.db"), func() { os.RemoveAll(dir) }
-}
 
 func Example() {
 	ctx := context.Background()
-	url, remove := exampleURL()
-	defer remove()
-	l, err := locker.Open(ctx, url)
+	l, err := locker.Open(ctx, "mem://example")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -54,9 +40,7 @@ func Example() {
 
 func ExampleDo() {
 	ctx := context.Background()
-	url, remove := exampleURL()
-	defer remove()
-	l, err := locker.Open(ctx, url)
+	l, err := locker.Open(ctx, "mem://example")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -75,9 +59,7 @@ func ExampleDo() {
 
 func ExampleLease_Fence() {
 	ctx := context.Background()
-	url, remove := exampleURL()
-	defer remove()
-	l, err := locker.Open(ctx, url)
+	l, err := locker.Open(ctx, "mem://example")
 	if err != nil {
 		log.Fatal(err)
 	}
