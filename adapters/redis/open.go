@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/secret"
 )
 
 func init() {
@@ -36,21 +36,12 @@ func Open(ctx context.Context, u *url.URL) (locker.Locker, error) {
 	o, err := goredis.ParseURL(bare.String())
 	if err != nil {
 		// go-redis errors may quote the URL; name only the redacted one.
-		return nil, fmt.Errorf("%w: %s: %v", locker.ErrInvalidURL, u.Redacted(), scrub(err, u))
+		return nil, fmt.Errorf("%w: %s: %v", locker.ErrInvalidURL, secret.Redact(u), secret.Scrub(err.Error(), u))
 	}
 	client := goredis.NewClient(o)
 	if err := client.Ping(ctx).Err(); err != nil {
 		client.Close()
-		return nil, locker.Unavailable(fmt.Errorf("locker/redis: %s: %v", o.Addr, scrub(err, u)))
+		return nil, locker.Unavailable(fmt.Errorf("locker/redis: %s: %v", o.Addr, secret.Scrub(err.Error(), u)))
 	}
 	return New(client, opts...)
-}
-
-// scrub keeps a URL's password out of an error message.
-func scrub(err error, u *url.URL) string {
-	msg := err.Error()
-	if p, ok := u.User.Password(); ok && p != "" {
-		msg = strings.ReplaceAll(msg, p, "xxxxx")
-	}
-	return msg
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/locker-go/locker/internal/secret"
 )
 
 // Credentials must never reach the terminal, logs or bench reports. Every
@@ -13,7 +15,7 @@ import (
 // through scrub, which also masks the secrets of the URLs in use wherever a
 // backend driver may have repeated them (a DSN, a connection string).
 
-const mask = "xxxxx"
+const mask = secret.Mask
 
 // minLiteralSecret is the shortest secret masked wherever it appears.
 const minLiteralSecret = 8
@@ -23,9 +25,6 @@ var (
 	secrets   []string
 )
 
-// sensitiveParams are query parameters that carry credentials.
-var sensitiveParams = []string{"password", "pass", "passwd", "pwd", "secret", "token", "sslpassword", "auth"}
-
 // rememberSecrets records the credentials in raw so that scrub masks them
 // in any message, however a driver formatted them.
 func rememberSecrets(raw string) {
@@ -33,22 +32,9 @@ func rememberSecrets(raw string) {
 	if err != nil {
 		return
 	}
-	var found []string
-	if p, ok := u.User.Password(); ok && p != "" {
-		found = append(found, p, url.QueryEscape(p), url.PathEscape(p))
-	}
-	for k, vs := range u.Query() {
-		if isSensitive(k) {
-			for _, v := range vs {
-				if v != "" {
-					found = append(found, v, url.QueryEscape(v))
-				}
-			}
-		}
-	}
 	secretsMu.Lock()
 	defer secretsMu.Unlock()
-	for _, s := range found {
+	for _, s := range secret.Secrets(u) {
 		// A short secret ("locker") would mask ordinary words of every
 		// message; those are left to the structural patterns of scrub.
 		if len(s) >= minLiteralSecret && !slices.Contains(secrets, s) {
@@ -59,10 +45,6 @@ func rememberSecrets(raw string) {
 	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
 }
 
-func isSensitive(param string) bool {
-	return slices.Contains(sensitiveParams, strings.ToLower(param))
-}
-
 // redactURL returns raw with its password and credential parameters masked.
 // An unparsable URL is not shown at all.
 func redactURL(raw string) string {
@@ -70,22 +52,7 @@ func redactURL(raw string) string {
 	if err != nil {
 		return "(unparsable URL)"
 	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), mask)
-	}
-	if q := u.Query(); len(q) > 0 {
-		changed := false
-		for k := range q {
-			if isSensitive(k) {
-				q.Set(k, mask)
-				changed = true
-			}
-		}
-		if changed {
-			u.RawQuery = q.Encode()
-		}
-	}
-	return u.String()
+	return secret.Redact(u)
 }
 
 var (

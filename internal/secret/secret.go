@@ -1,0 +1,90 @@
+// Package secret keeps credentials out of messages: every URL an adapter
+// or the CLI shows goes through Redact, and every error message that a
+// client library may have built from a URL or DSN goes through Scrub.
+package secret
+
+import (
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// Mask replaces a secret.
+const Mask = "xxxxx"
+
+// params are query parameters that carry credentials.
+var params = []string{"password", "pass", "passwd", "pwd", "secret", "token", "sslpassword", "auth"}
+
+// IsParam reports whether the query parameter name carries a credential.
+func IsParam(name string) bool { return slices.Contains(params, strings.ToLower(name)) }
+
+// Redact returns u for messages: the password of its user info and of
+// every credential parameter masked. An opaque URL (scheme:user:pw@host)
+// is not shown at all, since url.URL.Redacted leaves it as it is.
+func Redact(u *url.URL) string {
+	if u.Opaque != "" {
+		return u.Scheme + ":(opaque)"
+	}
+	c := *u
+	if _, ok := c.User.Password(); ok {
+		c.User = url.UserPassword(c.User.Username(), Mask)
+	}
+	if c.RawQuery != "" {
+		q, err := url.ParseQuery(c.RawQuery)
+		switch {
+		case err != nil:
+			c.RawQuery = "…"
+		case slices.ContainsFunc(keys(q), IsParam):
+			for k := range q {
+				if IsParam(k) {
+					q.Set(k, Mask)
+				}
+			}
+			c.RawQuery = q.Encode()
+		}
+	}
+	return c.String()
+}
+
+// Secrets lists u's credentials as they may appear in a message: as given,
+// query-escaped and path-escaped.
+func Secrets(u *url.URL) []string {
+	var raw []string
+	if p, ok := u.User.Password(); ok && p != "" {
+		raw = append(raw, p)
+	}
+	if q, err := url.ParseQuery(u.RawQuery); err == nil {
+		for k, vs := range q {
+			if IsParam(k) {
+				raw = append(raw, slices.DeleteFunc(vs, func(v string) bool { return v == "" })...)
+			}
+		}
+	}
+	var all []string
+	for _, s := range raw {
+		for _, f := range []string{s, url.QueryEscape(s), url.PathEscape(s)} {
+			if !slices.Contains(all, f) {
+				all = append(all, f)
+			}
+		}
+	}
+	// Longest first, so a secret containing another is masked whole.
+	slices.SortFunc(all, func(a, b string) int { return len(b) - len(a) })
+	return all
+}
+
+// Scrub returns msg with u's credentials masked.
+func Scrub(msg string, u *url.URL) string {
+	for _, s := range Secrets(u) {
+		msg = strings.ReplaceAll(msg, s, Mask)
+	}
+	return msg
+}
+
+func keys(q url.Values) []string {
+	ks := make([]string, 0, len(q))
+	for k := range q {
+		ks = append(ks, k)
+	}
+	return ks
+}
