@@ -72,23 +72,7 @@ func (e env) bench(ctx context.Context, args []string) error {
 	ctx, cancel := signalContext(ctx)
 	defer cancel()
 	cfg := benchConfig{workers: *workers, ops: *ops, hold: *hold}
-	var (
-		results []benchResult
-		first   error
-	)
-	for _, raw := range backends {
-		r, err := e.benchOne(ctx, raw, cfg)
-		if err != nil {
-			r.Error = scrub(err.Error())
-			if first == nil {
-				first = err
-			}
-		}
-		results = append(results, r)
-		if ctx.Err() != nil {
-			break
-		}
-	}
+	results, first := e.benchAll(ctx, backends, cfg)
 	if *jsonOut {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
@@ -104,6 +88,25 @@ func (e env) bench(ctx context.Context, args []string) error {
 		}
 	}
 	return first
+}
+
+// benchAll runs the workload on each backend in turn; first is the first
+// backend's error, if any, while the others still run.
+func (e env) benchAll(ctx context.Context, backends []string, cfg benchConfig) (results []benchResult, first error) {
+	for _, raw := range backends {
+		r, err := e.benchOne(ctx, raw, cfg)
+		if err != nil {
+			r.Error = scrub(err.Error())
+			if first == nil {
+				first = err
+			}
+		}
+		results = append(results, r)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return results, first
 }
 
 func (e env) benchOne(ctx context.Context, raw string, cfg benchConfig) (benchResult, error) {
