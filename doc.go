@@ -16,6 +16,12 @@
 // or wrap a client you already have with an adapter's New, e.g.
 // redis.New(client).
 //
+// Every adapter is a small driver (package driver) under one portable
+// Locker, New: validation, leases and their keep-alive, waiting for a
+// notified release, Close and Admin are written once, here, and behave the
+// same on every backend. A new backend implements driver.Driver and runs
+// the conformance suite; adapters/mem is the reference driver.
+//
 // Every adapter keeps the same guarantees, checked by the conformance
 // package: at most one live lease per key; a crashed holder's lock lapses
 // within its TTL; only the owner releases; a fencing token (Lease.Fence)
