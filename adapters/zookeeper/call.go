@@ -37,7 +37,8 @@ func call[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 }
 
 // backendErr wraps a failed ZooKeeper call: connection and session failures
-// match locker.ErrUnavailable; ctx errors pass through for wait.CtxErr.
+// match locker.ErrUnavailable; ctx errors pass through for the portable
+// Locker to map.
 func backendErr(op string, err error) error {
 	switch {
 	case err == nil:

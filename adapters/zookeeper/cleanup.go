@@ -16,13 +16,13 @@ import (
 
 // orphan deletes path, a node of session sid on s, in the background, and returns
 // a channel closed when that is done or moot.
-func (z *Locker) orphan(s *session, path string, sid int64) <-chan struct{} {
+func (z *zkDriver) orphan(s *session, path string, sid int64) <-chan struct{} {
 	return z.track(path, func() { z.reap(s, path, sid) })
 }
 
 // abandon deletes the node a create under way may make, once its result
 // (res) comes: a cancelled Lock no longer waits for it.
-func (z *Locker) abandon(s *session, parent, prefix string, sid int64, res <-chan createResult) <-chan struct{} {
+func (z *zkDriver) abandon(s *session, parent, prefix string, sid int64, res <-chan createResult) <-chan struct{} {
 	return z.track(parent+"/"+prefix, func() {
 		r := <-res
 		switch {
@@ -36,12 +36,12 @@ func (z *Locker) abandon(s *session, parent, prefix string, sid int64, res <-cha
 
 // lostCreate deletes the node a create may have made before its reply was
 // lost, found by the GUID in its name.
-func (z *Locker) lostCreate(s *session, parent, prefix string, sid int64) <-chan struct{} {
+func (z *zkDriver) lostCreate(s *session, parent, prefix string, sid int64) <-chan struct{} {
 	return z.track(parent+"/"+prefix, func() { z.reapLost(s, parent, prefix, sid) })
 }
 
 // track runs cleanup in the background, recorded for Close.
-func (z *Locker) track(name string, cleanup func()) <-chan struct{} {
+func (z *zkDriver) track(name string, cleanup func()) <-chan struct{} {
 	done := make(chan struct{})
 	z.mu.Lock()
 	z.orphans[name] = done
@@ -63,7 +63,7 @@ func (z *Locker) track(name string, cleanup func()) <-chan struct{} {
 // reap deletes path until it is gone, its session is (expired, or closed
 // with the connection: the server then drops the node), or the Locker is
 // closed.
-func (z *Locker) reap(s *session, path string, sid int64) {
+func (z *zkDriver) reap(s *session, path string, sid int64) {
 	z.retry(s, sid, func() error {
 		err := s.conn.Delete(path, -1)
 		if errors.Is(err, zk.ErrNoNode) {
@@ -74,7 +74,7 @@ func (z *Locker) reap(s *session, path string, sid int64) {
 }
 
 // reapLost finds and deletes the node named with prefix, if there is one.
-func (z *Locker) reapLost(s *session, parent, prefix string, sid int64) {
+func (z *zkDriver) reapLost(s *session, parent, prefix string, sid int64) {
 	var path string
 	z.retry(s, sid, func() (err error) {
 		path, err = s.find(parent, prefix)
@@ -87,7 +87,7 @@ func (z *Locker) reapLost(s *session, parent, prefix string, sid int64) {
 
 // retry runs op until it succeeds or fails for good: with backoff while
 // the failure is the connection's and sid is still s's session.
-func (z *Locker) retry(s *session, sid int64, op func() error) {
+func (z *zkDriver) retry(s *session, sid int64, op func() error) {
 	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		err := op()
 		if !retryable(err) || s.conn.SessionID() != sid {
@@ -110,7 +110,7 @@ func retryable(err error) bool {
 }
 
 // awaitOrphans waits until the background deletes are done, or ctx ends.
-func (z *Locker) awaitOrphans(ctx context.Context) {
+func (z *zkDriver) awaitOrphans(ctx context.Context) {
 	for {
 		z.mu.Lock()
 		var done chan struct{}

@@ -10,7 +10,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/locker-go/locker"
-	"github.com/locker-go/locker/internal/lease"
+	"github.com/locker-go/locker/driver"
 )
 
 type holdKey struct{ key, owner string }
@@ -24,18 +24,19 @@ type hold struct {
 	s                *session      // the session the node lives in
 	session          int64         // its id when the node was made
 	gone             chan struct{} // closed when the hold ends; stops its watcher
+	lost             chan struct{} // closed when it ends lost: every lease's Grant.Lost
 
-	// guarded by Locker.mu
+	// guarded by zkDriver.mu
 	count     int
-	leases    []*lease.Lease
 	releasing bool // our own delete is under way: its watch event is no loss
 	ended     bool
 }
 
 // newHold records n as held and watches it: when it is deleted by anyone
 // but us (ForceUnlock) or dies with the session, its leases are lost.
-func (z *Locker) newHold(s *session, key, owner string, n *node) *hold {
-	h := &hold{key: key, owner: owner, path: n.fullPath(), fence: uint64(n.czxid), s: s, session: n.session, gone: make(chan struct{})}
+func (z *zkDriver) newHold(s *session, key, owner string, n *node) *hold {
+	h := &hold{key: key, owner: owner, path: n.fullPath(), fence: uint64(n.czxid), s: s, session: n.session,
+		gone: make(chan struct{}), lost: make(chan struct{})}
 	z.mu.Lock()
 	s.users++ // until the hold ends
 	// Any earlier hold of this key and owner is ending: its node's deletion
@@ -46,66 +47,56 @@ func (z *Locker) newHold(s *session, key, owner string, n *node) *hold {
 	return h
 }
 
-// newLease adds one hold to h, returned as a lease; errGone if h ended.
-func (z *Locker) newLease(h *hold, o locker.Options, start time.Time) (locker.Lease, error) {
+// grant adds one hold to h, for r; errGone if h ended. The grant's Lost is
+// h's: a hold shared by re-entered leases ends all of them when lost.
+func (z *zkDriver) grant(h *hold, r *driver.Request) (driver.Grant, error) {
 	z.mu.Lock()
 	if h.ended || h.releasing {
 		z.mu.Unlock()
-		return nil, errGone
+		return driver.Grant{}, errGone
 	}
 	h.count++
 	z.mu.Unlock()
-	ops := &leaseOps{z: z, h: h, ttl: o.TTL, keepAlive: o.KeepAlive}
-	cfg := lease.Config{Key: h.key, Owner: h.owner, Fence: h.fence, TTL: o.TTL, KeepAlive: o.KeepAlive, Start: start, Ops: ops}
-	if o.KeepAlive {
+	ops := &leaseOps{z: z, h: h, ttl: r.TTL, keepAlive: r.KeepAlive}
+	g := driver.Grant{Hold: ops, Fence: h.fence, Lost: h.lost}
+	if r.KeepAlive {
 		// Good for S/2 from the last request the server answered; the
 		// renewals (every S/4) then prove the session alive again.
-		cfg.Start = time.Now()
-		cfg.Validity = max(ops.validity()-h.s.sinceContact(), time.Millisecond)
+		g.Start = time.Now()
+		g.Validity = max(ops.validity()-h.s.sinceContact(), time.Millisecond)
 	}
-	l, err := lease.New(z.set, cfg)
-	if err != nil {
-		return nil, err // the set is closed; New released the hold
-	}
-	z.mu.Lock()
-	lost := h.ended
-	h.leases = append(h.leases, l)
-	z.mu.Unlock()
-	if lost {
-		l.Lose()
-	}
-	return l, nil
+	return g, nil
 }
 
 // reenter adds a hold to the node this owner already holds through this
-// Locker, after checking that the node is still ours. It returns nil, nil
-// when there is none, and the caller queues. The node lives as long as
+// Locker, after checking that the node is still ours. It returns a grant
+// without a hold when there is none, and the caller queues. The node lives as long as
 // its session, so a TTL below that session's timeout is refused.
-func (z *Locker) reenter(ctx context.Context, key string, o locker.Options, start time.Time) (locker.Lease, error) {
+func (z *zkDriver) reenter(ctx context.Context, r *driver.Request) (driver.Grant, error) {
 	z.mu.Lock()
-	h := z.holds[holdKey{key, o.Owner}]
+	h := z.holds[holdKey{r.Key, r.Owner}]
 	z.mu.Unlock()
 	if h == nil {
-		return nil, nil
+		return driver.Grant{}, nil
 	}
-	if _, long := h.s.timeouts(); o.TTL < long {
-		return nil, fmt.Errorf("%w: TTL %v is below the session timeout %v of the node through which owner %q already "+
+	if _, long := h.s.timeouts(); r.TTL < long {
+		return driver.Grant{}, fmt.Errorf("%w: TTL %v is below the session timeout %v of the node through which owner %q already "+
 			"holds the key, for which the server keeps it if this process crashes: re-enter with WithTTL(%v) or more",
-			locker.ErrInvalidTTL, o.TTL, long, o.Owner, long)
+			locker.ErrInvalidTTL, r.TTL, long, r.Owner, long)
 	}
 	st, err := call(ctx, func() (*zk.Stat, error) { return h.s.stat(h.path) })
 	if err != nil {
-		return nil, backendErr("check held node", err)
+		return driver.Grant{}, backendErr("check held node", err)
 	}
 	if st == nil || st.EphemeralOwner != h.session {
 		z.lose(h, false)
-		return nil, nil
+		return driver.Grant{}, nil
 	}
-	l, err := z.newLease(h, o, start)
+	g, err := z.grant(h, r)
 	if errors.Is(err, errGone) {
-		return nil, nil
+		return driver.Grant{}, nil
 	}
-	return l, err
+	return g, err
 }
 
 // stat returns path's Stat, or nil if it does not exist.
@@ -118,7 +109,7 @@ func (s *session) stat(path string) (*zk.Stat, error) {
 }
 
 // drop releases one hold of h; the last deletes the node.
-func (z *Locker) drop(ctx context.Context, h *hold) error {
+func (z *zkDriver) drop(ctx context.Context, h *hold) error {
 	z.mu.Lock()
 	if h.ended {
 		z.mu.Unlock()
@@ -151,13 +142,13 @@ func (z *Locker) drop(ctx context.Context, h *hold) error {
 }
 
 // end marks h over and forgets it.
-func (z *Locker) end(h *hold) {
+func (z *zkDriver) end(h *hold) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	z.endLocked(h)
 }
 
-func (z *Locker) endLocked(h *hold) {
+func (z *zkDriver) endLocked(h *hold) {
 	if h.ended {
 		return
 	}
@@ -172,25 +163,22 @@ func (z *Locker) endLocked(h *hold) {
 // lose ends h as lost, unless our own release is deleting it. With discard,
 // the node may still exist (the session may yet recover), so it is deleted
 // in the background.
-func (z *Locker) lose(h *hold, discard bool) {
+func (z *zkDriver) lose(h *hold, discard bool) {
 	z.mu.Lock()
 	if h.releasing || h.ended {
 		z.mu.Unlock()
 		return
 	}
 	z.endLocked(h)
-	leases := h.leases
 	z.mu.Unlock()
-	for _, l := range leases {
-		l.Lose()
-	}
+	close(h.lost)
 	if discard {
 		z.orphan(h.s, h.path, h.session)
 	}
 }
 
 // watchHold waits for h's node to be deleted or its session to end.
-func (z *Locker) watchHold(h *hold, ch <-chan zk.Event) {
+func (z *zkDriver) watchHold(h *hold, ch <-chan zk.Event) {
 	for {
 		select {
 		case <-h.gone:
@@ -211,7 +199,7 @@ func (z *Locker) watchHold(h *hold, ch <-chan zk.Event) {
 
 // leaseOps is the backend side of one lease: one hold of h.
 type leaseOps struct {
-	z         *Locker
+	z         *zkDriver
 	h         *hold
 	ttl       time.Duration
 	keepAlive bool

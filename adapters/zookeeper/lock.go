@@ -14,7 +14,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/locker-go/locker"
-	"github.com/locker-go/locker/internal/wait"
+	"github.com/locker-go/locker/driver"
 )
 
 const (
@@ -41,50 +41,46 @@ type node struct {
 
 func (n *node) fullPath() string { return n.parent + "/" + n.name }
 
-// Lock waits in the key's queue until it holds the key or ctx ends.
-func (z *Locker) Lock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
-	return z.acquire(ctx, key, false, opts)
-}
-
-// TryLock joins the key's queue and leaves it again at once, with
-// ErrLocked, unless it is first.
-func (z *Locker) TryLock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
-	return z.acquire(ctx, key, true, opts)
-}
-
-func (z *Locker) acquire(ctx context.Context, key string, try bool, opts []locker.Option) (locker.Lease, error) {
-	ctx, o, end, err := z.set.Begin(ctx, key, opts)
+// Acquire enters r's key's queue. With r.Wait (Lock) it returns once our
+// node is first: the driver queues itself, no Notifier needed. Without
+// (TryLock) it refuses unless our node is first at once, and deletes it
+// again. An owner that holds the key through this Locker already
+// (r.Reentrant) adds a hold to that node instead.
+func (z *zkDriver) Acquire(ctx context.Context, r *driver.Request) (driver.Grant, error) {
+	s, err := z.session(ctx, r.TTL)
 	if err != nil {
-		return nil, err
-	}
-	defer end()
-	start := time.Now()
-	s, err := z.session(ctx, o.TTL)
-	if err != nil {
-		return nil, wait.CtxErr(ctx, key, err)
+		return driver.Grant{}, err
 	}
 	defer z.put(s)
-	if o.StableOwner {
-		l, err := z.reenter(ctx, key, o, start)
-		if l != nil || err != nil {
-			return l, wait.CtxErr(ctx, key, err)
+	if r.Reentrant {
+		g, err := z.reenter(ctx, r)
+		if g.Hold != nil || err != nil {
+			return g, err
 		}
 	}
 	for {
-		h, err := z.queue(ctx, s, key, o.Owner, try)
-		if err != nil {
-			return nil, wait.CtxErr(ctx, key, err)
+		h, err := z.queue(ctx, s, r.Key, r.Owner, !r.Wait)
+		if errors.Is(err, locker.ErrLocked) {
+			return driver.Grant{}, nil
 		}
-		l, err := z.newLease(h, o, start)
+		if err != nil {
+			return driver.Grant{}, err
+		}
+		g, err := z.grant(h, r)
 		if !errors.Is(err, errGone) {
-			return l, err
+			return g, err
 		}
 	}
 }
 
+// Abandon has nothing to undo: a failed or refused Acquire deletes its
+// node before returning (a refused TryLock gets no Abandon), and the
+// portable Locker releases a grant it cannot use.
+func (z *zkDriver) Abandon(context.Context, *driver.Request) {}
+
 // queue enters the key's queue and returns once our node is first: the
 // hold. Anything else removes our node before returning.
-func (z *Locker) queue(ctx context.Context, s *session, key, owner string, try bool) (*hold, error) {
+func (z *zkDriver) queue(ctx context.Context, s *session, key, owner string, try bool) (*hold, error) {
 	parent := z.cfg.root + "/" + escape(key)
 	for {
 		n, children, err := z.enqueue(ctx, s, parent, owner)
@@ -107,50 +103,11 @@ func (z *Locker) queue(ctx context.Context, s *session, key, owner string, try b
 }
 
 // enqueue creates our ephemeral-sequential node under parent, then lists
-// the queue and watches our node in parallel. The node's name carries a
-// GUID, so a create whose reply was lost to a disconnect is found again
-// instead of being left behind to block every later contender.
-func (z *Locker) enqueue(ctx context.Context, s *session, parent, owner string) (*node, []string, error) {
-	prefix := protectedPrefix + strings.ToLower(rand.Text()) + lockInfix
-	var path string
-	var last error
-	for attempt := 0; path == ""; attempt++ {
-		if attempt == maxAttempts {
-			return nil, nil, backendErr("create lock node", last)
-		}
-		res := make(chan createResult, 1)
-		session := s.conn.SessionID()
-		go func() {
-			p, err := s.conn.Create(parent+"/"+prefix, []byte(owner), zk.FlagEphemeralSequential, z.cfg.acl)
-			res <- createResult{p, err}
-		}()
-		var r createResult
-		select {
-		case r = <-res:
-		case <-ctx.Done():
-			bounded(z.abandon(s, parent, prefix, session, res))
-			return nil, nil, ctx.Err()
-		}
-		last = r.err
-		switch {
-		case r.err == nil:
-			path = r.path
-		case errors.Is(r.err, zk.ErrNoNode):
-			if err := z.ensureParent(ctx, s, parent); err != nil {
-				return nil, nil, err
-			}
-		case errors.Is(r.err, zk.ErrConnectionClosed):
-			p, err := call(ctx, func() (string, error) { return s.find(parent, prefix) })
-			if err != nil {
-				bounded(z.lostCreate(s, parent, prefix, session))
-				return nil, nil, backendErr("find lock node", err)
-			}
-			path = p
-		case errors.Is(r.err, zk.ErrSessionExpired):
-			// The node died with the session, if it was made: create again.
-		default:
-			return nil, nil, backendErr("create lock node", r.err)
-		}
+// the queue and watches our node in parallel.
+func (z *zkDriver) enqueue(ctx context.Context, s *session, parent, owner string) (*node, []string, error) {
+	path, err := z.create(ctx, s, parent, owner)
+	if err != nil {
+		return nil, nil, err
 	}
 	type look struct {
 		children []string
@@ -183,6 +140,55 @@ func (z *Locker) enqueue(ctx context.Context, s *session, parent, owner string) 
 	return n, lk.children, nil
 }
 
+// create makes our ephemeral-sequential node under parent and returns
+// its path. The node's name carries a GUID, so a create whose reply was
+// lost to a disconnect is found again instead of being left behind to
+// block every later contender.
+func (z *zkDriver) create(ctx context.Context, s *session, parent, owner string) (string, error) {
+	prefix := protectedPrefix + strings.ToLower(rand.Text()) + lockInfix
+	var path string
+	var last error
+	for attempt := 0; path == ""; attempt++ {
+		if attempt == maxAttempts {
+			return "", backendErr("create lock node", last)
+		}
+		res := make(chan createResult, 1)
+		session := s.conn.SessionID()
+		go func() {
+			p, err := s.conn.Create(parent+"/"+prefix, []byte(owner), zk.FlagEphemeralSequential, z.cfg.acl)
+			res <- createResult{p, err}
+		}()
+		var r createResult
+		select {
+		case r = <-res:
+		case <-ctx.Done():
+			bounded(z.abandon(s, parent, prefix, session, res))
+			return "", ctx.Err()
+		}
+		last = r.err
+		switch {
+		case r.err == nil:
+			path = r.path
+		case errors.Is(r.err, zk.ErrNoNode):
+			if err := z.ensureParent(ctx, s, parent); err != nil {
+				return "", err
+			}
+		case errors.Is(r.err, zk.ErrConnectionClosed):
+			p, err := call(ctx, func() (string, error) { return s.find(parent, prefix) })
+			if err != nil {
+				bounded(z.lostCreate(s, parent, prefix, session))
+				return "", backendErr("find lock node", err)
+			}
+			path = p
+		case errors.Is(r.err, zk.ErrSessionExpired):
+			// The node died with the session, if it was made: create again.
+		default:
+			return "", backendErr("create lock node", r.err)
+		}
+	}
+	return path, nil
+}
+
 type createResult struct {
 	path string
 	err  error
@@ -195,7 +201,7 @@ type createResult struct {
 // again, while the predecessor still holds; once a listing shows the
 // predecessor first, its deletion alone makes us first (nodes created
 // later have higher sequences), so the handoff costs no further round trip.
-func (z *Locker) waitTurn(ctx context.Context, s *session, n *node, children []string, try bool) error {
+func (z *zkDriver) waitTurn(ctx context.Context, s *session, n *node, children []string, try bool) error {
 	var kept watches // the predecessor's watch, still armed, for the next turn
 	for {
 		pred, prev, found := predecessors(children, n.name)
@@ -330,7 +336,7 @@ func lockNodes(children []string) []string {
 // ensureParent creates the key's parent as a container node, which the
 // server deletes once its last child is gone, so released keys leave
 // nothing behind; and the root above it if missing.
-func (z *Locker) ensureParent(ctx context.Context, s *session, parent string) error {
+func (z *zkDriver) ensureParent(ctx context.Context, s *session, parent string) error {
 	create := func() (string, error) { return s.conn.CreateContainer(parent, nil, zk.FlagContainer, z.cfg.acl) }
 	_, err := call(ctx, create)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -346,7 +352,7 @@ func (z *Locker) ensureParent(ctx context.Context, s *session, parent string) er
 }
 
 // ensureRoot creates the root and its ancestors as persistent nodes.
-func (z *Locker) ensureRoot(ctx context.Context, s *session) error {
+func (z *zkDriver) ensureRoot(ctx context.Context, s *session) error {
 	segs := strings.Split(z.cfg.root[1:], "/")
 	for i := range segs {
 		p := "/" + strings.Join(segs[:i+1], "/")
@@ -379,7 +385,7 @@ func (s *session) find(parent, prefix string) (string, error) {
 
 // ttlError explains a TTL below the timeout of s, a pinned Locker's
 // session, and what to do.
-func (z *Locker) ttlError(ttl time.Duration, s *session) error {
+func (z *zkDriver) ttlError(ttl time.Duration, s *session) error {
 	_, long := s.timeouts()
 	raised := ""
 	if long > s.asked {

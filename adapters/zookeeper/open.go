@@ -86,11 +86,15 @@ func parseURL(u *url.URL) (urlConfig, error) {
 // Locker is pinned to that one session; without, it opens the session of
 // locker.DefaultTTL's rung now and the others as TTLs need them.
 func open(ctx context.Context, u *url.URL) (locker.Locker, error) {
-	return openWith(ctx, u)
+	d, err := openWith(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	return locker.New(d), nil
 }
 
-// openWith is open with options on top of the URL's (tests).
-func openWith(ctx context.Context, u *url.URL, opts ...Option) (locker.Locker, error) {
+// openWith is open's driver, with options on top of the URL's (tests).
+func openWith(ctx context.Context, u *url.URL, opts ...Option) (*zkDriver, error) {
 	c, err := parseURL(u)
 	if err != nil {
 		return nil, err
@@ -126,5 +130,5 @@ func openWith(ctx context.Context, u *url.URL, opts ...Option) (locker.Locker, e
 	if c.sessionTimeout > 0 {
 		d = nil // pinned
 	}
-	return newLocker(s, d, cfg), nil
+	return newDriver(s, d, cfg), nil
 }

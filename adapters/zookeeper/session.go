@@ -20,8 +20,8 @@ type session struct {
 	own         bool          // the Locker made the connection and closes it
 	quit        chan struct{} // closed when the Locker is done with the session
 
-	// guarded by Locker.mu
-	key       time.Duration // its entry in Locker.sessions
+	// guarded by zkDriver.mu
+	key       time.Duration // its entry in zkDriver.sessions
 	users     int           // acquires in flight and holds on this session
 	idleSince time.Time     // when users last fell to 0
 	closed    bool
@@ -131,7 +131,7 @@ func answered(err error) bool { return err == nil || !connErr(err) }
 // notices only after 2S/3); until then a disconnect is only a disconnect,
 // and go-zookeeper reconnects to the same session. It also closes s once
 // it has been idle for the Locker's idle timeout, unless s is the primary.
-func (z *Locker) monitor(s *session) {
+func (z *zkDriver) monitor(s *session) {
 	short, _ := s.timeouts()
 	tick := time.NewTicker(max(short/12, 10*time.Millisecond))
 	defer tick.Stop()

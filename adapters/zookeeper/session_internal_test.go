@@ -14,15 +14,23 @@ import (
 	"github.com/locker-go/locker/internal/testenv"
 )
 
+// zLocker is a Locker from openZ with its driver, whose state the tests
+// inspect.
+type zLocker struct {
+	locker.Locker
+	*zkDriver
+}
+
 // openZ opens a Locker on u with extra options, closed when t ends.
-func openZ(t *testing.T, u *url.URL, opts ...Option) *Locker {
+func openZ(t *testing.T, u *url.URL, opts ...Option) *zLocker {
 	t.Helper()
-	l, err := openWith(context.Background(), u, opts...)
+	d, err := openWith(context.Background(), u, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	l := locker.New(d)
 	t.Cleanup(func() { _ = l.Close() })
-	return l.(*Locker)
+	return &zLocker{l, d}
 }
 
 func TestRung(t *testing.T) {
@@ -63,7 +71,7 @@ func TestNegotiatedSessionTimeout(t *testing.T) {
 }
 
 // sessionOf returns the id of the session that owns the lock node of l's key.
-func sessionOf(t *testing.T, z *Locker, key string) int64 {
+func sessionOf(t *testing.T, z *zLocker, key string) int64 {
 	t.Helper()
 	info, path, err := z.holder(context.Background(), key)
 	if err != nil {

@@ -51,7 +51,7 @@ func rung(ttl time.Duration) time.Duration {
 // session_timeout) has one session, whose timeout must be at most ttl;
 // otherwise it is the rung's, within the server's bounds, opened on first
 // use and shared by every lock whose TTL maps to it.
-func (z *Locker) session(ctx context.Context, ttl time.Duration) (*session, error) {
+func (z *zkDriver) session(ctx context.Context, ttl time.Duration) (*session, error) {
 	if z.dial == nil {
 		s := z.primary
 		if _, long := s.timeouts(); ttl < long {
@@ -110,7 +110,7 @@ func (z *Locker) session(ctx context.Context, ttl time.Duration) (*session, erro
 
 // dialSession connects the session of rung r for sl, in the background,
 // so that no one caller's context decides it for the others waiting.
-func (z *Locker) dialSession(r time.Duration, sl *slot) {
+func (z *zkDriver) dialSession(r time.Duration, sl *slot) {
 	ctx, cancel := context.WithTimeout(z.dialCtx, max(r, openTimeout))
 	defer cancel()
 	s, err := connect(ctx, z.dial.servers, r, z.dial.auth)
@@ -140,7 +140,7 @@ func (z *Locker) dialSession(r time.Duration, sl *slot) {
 // learns the server's bounds from it: a server raises a timeout below its
 // minSessionTimeout to that minimum, and lowers one above its
 // maxSessionTimeout to that maximum. z.mu is held.
-func (z *Locker) register(sl *slot, s *session) {
+func (z *zkDriver) register(sl *slot, s *session) {
 	sl.s = s
 	n := time.Duration(s.negotiated.Load())
 	switch {
@@ -159,20 +159,20 @@ func (z *Locker) register(sl *slot, s *session) {
 }
 
 // use counts one more user of s.
-func (z *Locker) use(s *session) {
+func (z *zkDriver) use(s *session) {
 	z.mu.Lock()
 	s.users++
 	z.mu.Unlock()
 }
 
 // put counts one user of s less.
-func (z *Locker) put(s *session) {
+func (z *zkDriver) put(s *session) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	z.putLocked(s)
 }
 
-func (z *Locker) putLocked(s *session) {
+func (z *zkDriver) putLocked(s *session) {
 	if s.users--; s.users == 0 {
 		s.idleSince = time.Now()
 	}
@@ -181,7 +181,7 @@ func (z *Locker) putLocked(s *session) {
 // retireIdle closes s if it is not the primary session and has had no
 // lock, waiter or hold for the idle timeout; it reports whether it did.
 // The server then drops any node of the session left to delete.
-func (z *Locker) retireIdle(s *session) bool {
+func (z *zkDriver) retireIdle(s *session) bool {
 	z.mu.Lock()
 	if s == z.primary || s.closed || s.users > 0 || time.Since(s.idleSince) < z.cfg.idle {
 		z.mu.Unlock()

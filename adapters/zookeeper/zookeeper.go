@@ -12,7 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/locker-go/locker"
-	"github.com/locker-go/locker/internal/lease"
+	"github.com/locker-go/locker/driver"
 )
 
 // Defaults of the adapter options.
@@ -24,9 +24,6 @@ const (
 // cleanupTimeout bounds how long a failed or abandoned Lock waits for its
 // queue node to be deleted before returning; the delete goes on after it.
 const cleanupTimeout = 2 * time.Second
-
-// closeTimeout bounds how long Close spends unlocking held leases.
-const closeTimeout = 5 * time.Second
 
 // openTimeout bounds how long a session opened for a Lock may take to
 // connect, when the session timeout is shorter.
@@ -64,11 +61,10 @@ func WithSessionTimeout(d time.Duration) Option {
 // withIdleTimeout sets how long an idle extra session stays open (tests).
 func withIdleTimeout(d time.Duration) Option { return func(c *config) { c.idle = d } }
 
-// Locker is a locker.Locker and locker.Admin over ZooKeeper sessions: one
+// zkDriver is the driver.Driver (with Admin) over ZooKeeper sessions: one
 // per rung of TTLs for a Locker from a URL, the caller's one for New.
-type Locker struct {
+type zkDriver struct {
 	cfg     config
-	set     *lease.Set
 	quit    chan struct{} // closed by Close; ends the session monitors and reapers
 	primary *session      // for Admin calls; never retired; the only one when pinned
 	dial    *dialer       // opens sessions on demand; nil when pinned to primary
@@ -85,8 +81,8 @@ type Locker struct {
 }
 
 var (
-	_ locker.Locker = (*Locker)(nil)
-	_ locker.Admin  = (*Locker)(nil)
+	_ driver.Driver = (*zkDriver)(nil)
+	_ driver.Admin  = (*zkDriver)(nil)
 )
 
 // New returns a Locker over conn, a connection made with zk.Connect: one
@@ -101,7 +97,7 @@ func New(conn *zk.Conn, opts ...Option) (locker.Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newLocker(newSession(conn, cfg.sessionTimeout, false), nil, cfg), nil
+	return locker.New(newDriver(newSession(conn, cfg.sessionTimeout, false), nil, cfg)), nil
 }
 
 // configure applies opts to the defaults and checks the result.
@@ -122,10 +118,10 @@ func configure(opts []Option) (config, error) {
 	return cfg, nil
 }
 
-// newLocker returns a Locker over primary, a session just made; with a
+// newDriver returns a driver over primary, a session just made; with a
 // dialer it opens further sessions as TTLs need them.
-func newLocker(primary *session, d *dialer, cfg config) *Locker {
-	z := &Locker{cfg: cfg, set: lease.NewSet(), quit: make(chan struct{}), primary: primary, dial: d,
+func newDriver(primary *session, d *dialer, cfg config) *zkDriver {
+	z := &zkDriver{cfg: cfg, quit: make(chan struct{}), primary: primary, dial: d,
 		sessions: map[time.Duration]*slot{}, holds: map[holdKey]*hold{}, orphans: map[string]chan struct{}{}}
 	z.dialCtx, z.dialCancel = context.WithCancel(context.Background())
 	if d != nil {
@@ -154,14 +150,10 @@ func checkRoot(root string) error {
 	return nil
 }
 
-// Close unlocks the held leases best-effort, ends waiting Lock calls with
-// ErrClosed, and closes the sessions it opened (not New's connection).
-func (z *Locker) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-	defer cancel()
-	if err := z.set.Close(ctx); err != nil {
-		return err
-	}
+// Close runs once the portable Locker has released the leases it could:
+// it deletes the nodes of holds whose release failed, within ctx, and
+// closes the sessions it opened (not New's connection).
+func (z *zkDriver) Close(ctx context.Context) error {
 	z.dialCancel()
 	z.mu.Lock() // holds whose release failed: delete their nodes in the background
 	left := make([]*hold, 0, len(z.holds))
