@@ -9,7 +9,8 @@ import (
 )
 
 // adminLocker is the portable Locker over a driver that implements
-// driver.Admin: it is also a locker.Admin.
+// driver.Admin: it is also a locker.Admin. Its calls, like Lock's, run
+// under a context that Close cancels.
 type adminLocker struct {
 	*portable
 	admin driver.Admin
@@ -19,6 +20,8 @@ func (a *adminLocker) Status(ctx context.Context, key string) (LockInfo, error) 
 	if err := a.set.checkKey(key); err != nil {
 		return LockInfo{}, err
 	}
+	ctx, stop := a.set.context(ctx)
+	defer stop()
 	info, err := a.admin.Status(ctx, key)
 	return info, ctxErr(ctx, key, err)
 }
@@ -27,6 +30,8 @@ func (a *adminLocker) List(ctx context.Context, prefix string) ([]LockInfo, erro
 	if err := a.set.check(); err != nil {
 		return nil, err
 	}
+	ctx, stop := a.set.context(ctx)
+	defer stop()
 	list, err := a.admin.List(ctx, prefix)
 	if err != nil {
 		return nil, ctxErr(ctx, prefix, err)
@@ -40,5 +45,7 @@ func (a *adminLocker) ForceUnlock(ctx context.Context, key string) error {
 	if err := a.set.checkKey(key); err != nil {
 		return err
 	}
+	ctx, stop := a.set.context(ctx)
+	defer stop()
 	return ctxErr(ctx, key, a.admin.ForceUnlock(ctx, key))
 }
