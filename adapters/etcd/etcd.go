@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -12,8 +14,6 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/locker-go/locker"
-	"github.com/locker-go/locker/internal/lease"
-	"github.com/locker-go/locker/internal/wait"
 )
 
 // DefaultPrefix is the key namespace when neither WithPrefix nor a URL path
@@ -44,36 +44,36 @@ func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.tim
 // WithCloseClient makes Close also close the client given to New.
 func WithCloseClient() Option { return func(c *config) { c.closeClient = true } }
 
-// Locker is a locker.Locker and locker.Admin over one etcd client.
-type Locker struct {
+// etcdDriver is the driver.Driver (and driver.Admin) over one etcd client.
+// It queues waiters itself, so it needs no driver.Notifier.
+type etcdDriver struct {
 	client  *clientv3.Client
 	prefix  string
 	timeout time.Duration
 	owned   bool
-
-	set    *lease.Set
-	flight singleflight.Group
+	flight  singleflight.Group
+	// ctx ends when Close begins: it stops the background sweep's waits.
+	ctx  context.Context
+	stop context.CancelFunc
 
 	mu       sync.Mutex
 	shared   map[int64]*etcdLease // per TTL in whole seconds
-	orphans  map[orphan]struct{}  // holds whose removal failed, for the sweep
-	sweeping bool                 // the background sweep runs
-	closing  bool                 // Close began: start no sweep
+	orphans  map[*entry]struct{}  // holds whose removal failed, for the sweep
 	sweeper  sync.WaitGroup
+	sweeping bool // the background sweep runs
 }
-
-var (
-	_ locker.Locker = (*Locker)(nil)
-	_ locker.Admin  = (*Locker)(nil)
-)
 
 // New returns a Locker over an existing client. Close leaves the client
 // open unless WithCloseClient is given.
 func New(client *clientv3.Client, opts ...Option) (locker.Locker, error) {
-	return newLocker(client, opts...)
+	d, err := newDriver(client, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return locker.New(d), nil
 }
 
-func newLocker(client *clientv3.Client, opts ...Option) (*Locker, error) {
+func newDriver(client *clientv3.Client, opts ...Option) (*etcdDriver, error) {
 	if client == nil {
 		return nil, errors.New("locker/etcd: nil client")
 	}
@@ -90,66 +90,54 @@ func newLocker(client *clientv3.Client, opts ...Option) (*Locker, error) {
 	if c.timeout <= 0 {
 		return nil, fmt.Errorf("locker/etcd: request timeout %v is not positive", c.timeout)
 	}
-	return &Locker{
-		client:  client,
-		prefix:  c.prefix,
-		timeout: c.timeout,
-		owned:   c.closeClient,
-		set:     lease.NewSet(),
-		shared:  map[int64]*etcdLease{},
-		orphans: map[orphan]struct{}{},
+	ctx, stop := context.WithCancel(context.Background())
+	return &etcdDriver{
+		client: client, prefix: c.prefix, timeout: c.timeout, owned: c.closeClient,
+		ctx: ctx, stop: stop, shared: map[int64]*etcdLease{}, orphans: map[*entry]struct{}{},
 	}, nil
 }
 
 // queue is the etcd key prefix holding key's entries, one per holder or waiter.
-func (l *Locker) queue(key string) string { return l.prefix + escape(key) + "/" }
+func (d *etcdDriver) queue(key string) string { return d.prefix + escape(key) + "/" }
 
 // rpc bounds one etcd call by the request timeout.
-func (l *Locker) rpc(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, l.timeout)
+func (d *etcdDriver) rpc(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d.timeout)
 }
 
-// fail maps an etcd call's error: ctx's end as wait.CtxErr reports it,
-// anything else as ErrUnavailable.
-func (l *Locker) fail(ctx context.Context, key string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if ctx.Err() != nil {
-		return wait.CtxErr(ctx, key, err)
-	}
-	if errors.Is(err, locker.ErrNotHeld) || errors.Is(err, locker.ErrLocked) || errors.Is(err, locker.ErrClosed) {
+// fail maps an etcd call's error: once ctx has ended, an error matching
+// ctx.Err() (Refresh and Release reach the user unmapped); anything but
+// ErrNotHeld as ErrUnavailable.
+func (d *etcdDriver) fail(ctx context.Context, key string, err error) error {
+	switch {
+	case err == nil, errors.Is(err, locker.ErrNotHeld):
+		return err
+	case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
+		return fmt.Errorf("locker/etcd: %q: %w", key, ctx.Err())
+	case ctx.Err() != nil:
 		return err
 	}
 	return locker.Unavailable(fmt.Errorf("locker/etcd: %q: %w", key, err))
 }
 
-// Close unlocks every lease of this Locker best-effort, stops the
-// background sweep after one last pass, revokes its shared etcd leases
-// (dropping any entry left on them) and, if it owns the client, closes it.
-func (l *Locker) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
-	defer cancel()
-	if err := l.set.Close(ctx); err != nil { // also stops the sweep's waits
-		return err
-	}
-	l.mu.Lock()
-	l.closing = true
-	l.mu.Unlock()
-	l.sweeper.Wait()
-	l.sweep(ctx) // orphans on another Locker's entry outlive our leases
-	l.mu.Lock()
-	shared := make([]*etcdLease, 0, len(l.shared))
-	for _, e := range l.shared {
-		shared = append(shared, e)
-	}
-	clear(l.shared)
-	l.mu.Unlock()
+// Close stops the background sweep after one last pass, revokes the shared
+// etcd leases (dropping any entry left on them) and, if it owns the
+// client, closes it. The portable Locker has released every hold by then.
+func (d *etcdDriver) Close(ctx context.Context) error {
+	d.mu.Lock()
+	d.stop() // under mu: no sweep starts after this
+	d.mu.Unlock()
+	d.sweeper.Wait()
+	d.sweep(ctx) // orphans on another Locker's entry outlive our leases
+	d.mu.Lock()
+	shared := slices.Collect(maps.Values(d.shared))
+	clear(d.shared)
+	d.mu.Unlock()
 	for _, e := range shared {
 		e.revoke(ctx)
 	}
-	if l.owned {
-		return l.client.Close()
+	if d.owned {
+		return d.client.Close()
 	}
 	return nil
 }

@@ -16,7 +16,7 @@ import (
 // local lower bound of its server-side expiry: the send time of the last
 // grant or keep-alive plus the TTL the server answered.
 type etcdLease struct {
-	l         *Locker
+	d         *etcdDriver
 	id        clientv3.LeaseID
 	granted   time.Duration // the TTL the server granted (whole seconds, >= its minimum)
 	dedicated bool          // carries one keep-alive-off lock; revoked when that ends
@@ -56,7 +56,7 @@ func (e *etcdLease) ensure(ctx context.Context, need time.Duration) error {
 	if e.remaining() >= need {
 		return nil
 	}
-	_, err := e.l.shared1(ctx, "ka/"+strconv.FormatInt(int64(e.id), 16), func(ctx context.Context) (any, error) {
+	_, err := e.d.shared1(ctx, "ka/"+strconv.FormatInt(int64(e.id), 16), func(ctx context.Context) (any, error) {
 		if e.remaining() >= need { // a call that just finished did it
 			return nil, nil
 		}
@@ -68,8 +68,8 @@ func (e *etcdLease) ensure(ctx context.Context, need time.Duration) error {
 // shared1 runs fn once for all concurrent callers with the same name (in a
 // ctx of its own, bounded by the request timeout), while each caller waits
 // only as long as its own ctx allows.
-func (l *Locker) shared1(ctx context.Context, name string, fn func(context.Context) (any, error)) (any, error) {
-	ch := l.flight.DoChan(name, func() (any, error) { return fn(context.WithoutCancel(ctx)) })
+func (d *etcdDriver) shared1(ctx context.Context, name string, fn func(context.Context) (any, error)) (any, error) {
+	ch := d.flight.DoChan(name, func() (any, error) { return fn(context.WithoutCancel(ctx)) })
 	select {
 	case r := <-ch:
 		return r.Val, r.Err
@@ -80,9 +80,9 @@ func (l *Locker) shared1(ctx context.Context, name string, fn func(context.Conte
 
 func (e *etcdLease) keepAlive(ctx context.Context) error {
 	sent := time.Now()
-	rctx, cancel := e.l.rpc(ctx)
+	rctx, cancel := e.d.rpc(ctx)
 	defer cancel()
-	resp, err := e.l.client.KeepAliveOnce(rctx, e.id)
+	resp, err := e.d.client.KeepAliveOnce(rctx, e.id)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		e.markDead()
 		return errLeaseGone
@@ -102,85 +102,94 @@ func (e *etcdLease) keepAlive(ctx context.Context) error {
 var errLeaseGone = errors.New("locker/etcd: etcd lease expired or revoked")
 
 // grant creates a lease of at least ttl, rounded up to whole seconds.
-func (l *Locker) grant(ctx context.Context, ttl time.Duration, dedicated bool) (*etcdLease, error) {
+func (d *etcdDriver) grant(ctx context.Context, ttl time.Duration, dedicated bool) (*etcdLease, error) {
 	secs := int64(math.Ceil(ttl.Seconds()))
 	sent := time.Now()
-	rctx, cancel := l.rpc(ctx)
+	rctx, cancel := d.rpc(ctx)
 	defer cancel()
-	resp, err := l.client.Grant(rctx, secs)
+	resp, err := d.client.Grant(rctx, secs)
 	if err != nil {
 		return nil, err
 	}
 	granted := time.Duration(resp.TTL) * time.Second
-	return &etcdLease{l: l, id: resp.ID, granted: granted, dedicated: dedicated, expiry: sent.Add(granted)}, nil
+	return &etcdLease{d: d, id: resp.ID, granted: granted, dedicated: dedicated, expiry: sent.Add(granted)}, nil
 }
 
 // revoke drops a dedicated lease and with it the entry it carries.
 func (e *etcdLease) revoke(ctx context.Context) {
 	e.markDead()
-	rctx, cancel := e.l.rpc(ctx)
+	rctx, cancel := e.d.rpc(ctx)
 	defer cancel()
-	_, _ = e.l.client.Revoke(rctx, e.id) // best effort: it lapses by itself otherwise
+	_, _ = e.d.client.Revoke(rctx, e.id) // best effort: it lapses by itself otherwise
 }
 
 // leaseFor returns the etcd lease a new entry with these options goes on.
-//
-// Locks with keep-alive on share one lease per Locker and TTL (in whole
-// seconds): a lock costs no Grant or Revoke, and the lease lives as long as
-// some lock or waiter of this Locker keeps it alive. A lock with keep-alive
-// off gets a lease of its own, so that it lapses at its TTL whatever the
-// others do.
-func (l *Locker) leaseFor(ctx context.Context, ttl time.Duration, keepAlive bool) (*etcdLease, error) {
+// Locks with keep-alive on share one lease per TTL in whole seconds, so a
+// lock costs no Grant or Revoke; a lock with keep-alive off gets a lease
+// of its own, so that it lapses at its TTL whatever the others do.
+func (d *etcdDriver) leaseFor(ctx context.Context, ttl time.Duration, keepAlive bool) (*etcdLease, error) {
 	if !keepAlive {
-		return l.grant(ctx, ttl, true)
+		return d.grant(ctx, ttl, true)
 	}
 	secs := int64(math.Ceil(ttl.Seconds()))
 	for {
-		l.mu.Lock()
-		e := l.shared[secs]
-		l.mu.Unlock()
-		if e != nil && e.remaining() > 0 {
-			err := e.ensure(ctx, ttl*2/3)
-			if err == nil {
-				return e, nil
-			}
-			if !errors.Is(err, errLeaseGone) {
-				return nil, err
-			}
-		}
-		v, err := l.shared1(ctx, "grant/"+strconv.FormatInt(secs, 10), func(ctx context.Context) (any, error) {
-			l.mu.Lock()
-			cur := l.shared[secs]
-			l.mu.Unlock()
-			if cur != e && cur != nil && cur.remaining() > 0 {
-				return cur, nil // another caller replaced it meanwhile
-			}
-			n, err := l.grant(ctx, time.Duration(secs)*time.Second, false)
+		d.mu.Lock()
+		e := d.shared[secs]
+		d.mu.Unlock()
+		if e == nil || e.remaining() <= 0 {
+			v, err := d.shared1(ctx, "grant/"+strconv.FormatInt(secs, 10), func(ctx context.Context) (any, error) {
+				return d.grantShared(ctx, secs)
+			})
 			if err != nil {
 				return nil, err
 			}
-			l.mu.Lock()
-			l.shared[secs] = n
-			l.mu.Unlock()
-			return n, nil
-		})
-		if err != nil {
-			return nil, err
+			e = v.(*etcdLease)
 		}
-		if n := v.(*etcdLease); n.remaining() > 0 {
-			return n, nil
+		if err := e.ensure(ctx, ttl*2/3); !errors.Is(err, errLeaseGone) {
+			return e, err
+		}
+		d.forget(e)
+	}
+}
+
+// grantShared grants the shared lease of secs, unless a call just before
+// it in the flight did.
+func (d *etcdDriver) grantShared(ctx context.Context, secs int64) (*etcdLease, error) {
+	d.mu.Lock()
+	cur := d.shared[secs]
+	d.mu.Unlock()
+	if cur != nil && cur.remaining() > 0 {
+		return cur, nil
+	}
+	n, err := d.grant(ctx, time.Duration(secs)*time.Second, false)
+	if err == nil {
+		d.mu.Lock()
+		d.shared[secs] = n
+		d.mu.Unlock()
+	}
+	return n, err
+}
+
+// forget drops a dead shared lease so that the next lock grants a new one.
+func (d *etcdDriver) forget(e *etcdLease) {
+	e.markDead()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k, v := range d.shared {
+		if v == e {
+			delete(d.shared, k)
 		}
 	}
 }
 
-// forget drops a dead shared lease so that the next lock grants a new one.
-func (l *Locker) forget(e *etcdLease) {
-	e.markDead()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for k, v := range l.shared {
-		if v == e {
-			delete(l.shared, k)
+// sharedByID returns this driver's shared lease id, if it is one.
+func (d *etcdDriver) sharedByID(id clientv3.LeaseID) *etcdLease {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, e := range d.shared {
+		if e.id == id {
+			return e
 		}
 	}
+	return nil
 }

@@ -9,61 +9,54 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/locker-go/locker"
-	"github.com/locker-go/locker/internal/lease"
+	"github.com/locker-go/locker/driver"
 )
 
-// holdOps is the backend side of one held lease (lease.Ops, lease.Expirer):
-// the entry name, with its create revision as the proof of ownership, and
-// this lease's id in the entry's hold set.
-type holdOps struct {
-	l     *Locker
-	key   string
-	name  string
-	owner string
-	hold  string
+// hold is one granted hold (driver.Hold, driver.Expirer): its entry, with
+// the create revision fence as the proof of ownership, and the call's id
+// in the entry's hold set.
+type hold struct {
+	*entry
 	fence int64
-	ttl   time.Duration
-	lease *etcdLease
 
 	// unsure: a Release failed after its write may have applied, so a hold
 	// found gone on the next try is taken as released by that write.
 	unsure atomic.Bool
 }
 
-var _ lease.Expirer = (*holdOps)(nil)
+var _ driver.Expirer = (*hold)(nil)
 
 // Refresh keeps the etcd lease alive (one keep-alive, shared by the
 // concurrent refreshes of locks on the same lease) and checks that the
 // entry is still ours: ForceUnlock deletes the entry, not the (shared) etcd
 // lease, so this check is how the holder learns of it, within TTL/3.
-func (h *holdOps) Refresh(ctx context.Context) (time.Duration, error) {
+func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
-	if err := h.lease.ensure(ctx, h.ttl); err != nil {
-		if errors.Is(err, errLeaseGone) {
-			return 0, locker.ErrNotHeld
-		}
-		return 0, h.l.fail(ctx, h.key, err)
+	if err := h.lease.ensure(ctx, h.ttl); errors.Is(err, errLeaseGone) {
+		return 0, locker.ErrNotHeld
+	} else if err != nil {
+		return 0, h.d.fail(ctx, h.key, err)
 	}
-	rctx, cancel := h.l.rpc(ctx)
-	resp, err := h.l.client.Get(rctx, h.name)
+	rctx, cancel := h.d.rpc(ctx)
+	resp, err := h.d.client.Get(rctx, h.name)
 	cancel()
 	if err != nil {
-		return 0, h.l.fail(ctx, h.key, err)
+		return 0, h.d.fail(ctx, h.key, err)
 	}
 	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.fence || resp.Kvs[0].Lease != int64(h.lease.id) {
 		return 0, locker.ErrNotHeld
 	}
-	if rec, err := decodeRecord(resp.Kvs[0].Value); err != nil || !rec.has(h.hold) {
+	if rec, err := decodeRecord(resp.Kvs[0].Value); err != nil || !rec.has(h.id) {
 		return 0, locker.ErrNotHeld
 	}
 	return min(h.ttl, h.lease.expires().Sub(start)), nil
 }
 
-// Release drops this lease's hold; the entry goes with its last hold. It
-// can be repeated after a failure (a retried Unlock): the drop applies
-// once, and a hold found gone after a failed try counts as released.
-func (h *holdOps) Release(ctx context.Context) error {
-	err := h.l.dropHold(ctx, h.key, h.name, h.owner, h.hold, h.fence)
+// Release drops this hold; the entry goes with its last hold. It can be
+// repeated after a failure (a retried Unlock): the drop applies once, and
+// a hold found gone after a failed try counts as released.
+func (h *hold) Release(ctx context.Context) error {
+	err := h.d.dropHold(ctx, h.key, h.name, h.owner, h.id, h.fence)
 	switch {
 	case errors.Is(err, locker.ErrNotHeld) && h.unsure.Load():
 		err = nil // the earlier try's write did apply
@@ -81,10 +74,10 @@ func (h *holdOps) Release(ctx context.Context) error {
 // when etcd's lease (whole seconds, at least its minimum TTL) runs out. A
 // hold it cannot drop now is left to the background sweep, as nobody else
 // will: on another Locker's entry (re-entry), it would outlive this lease.
-func (h *holdOps) Expire(ctx context.Context) {
+func (h *hold) Expire(ctx context.Context) {
 	err := h.Release(ctx)
 	if err != nil && !errors.Is(err, locker.ErrNotHeld) {
-		h.l.orphan(h.key, h.name, h.owner, h.hold)
+		h.d.orphan(h.entry)
 	}
 	if err != nil && h.lease.dedicated {
 		h.lease.revoke(ctx)
@@ -94,17 +87,17 @@ func (h *holdOps) Expire(ctx context.Context) {
 // addHold adds hold to the entry name of owner, whose value was read at
 // mod revision rev as rec. It is idempotent: a hold already there is not
 // added again. It returns errRequeue if the entry changed since the read.
-func (l *Locker) addHold(ctx context.Context, key, name string, rev int64, rec record, hold string) error {
+func (d *etcdDriver) addHold(ctx context.Context, key, name string, rev int64, rec record, hold string) error {
 	if rec.has(hold) {
 		return nil
 	}
-	rctx, cancel := l.rpc(ctx)
+	rctx, cancel := d.rpc(ctx)
 	defer cancel()
-	resp, err := l.client.Txn(rctx).
+	resp, err := d.client.Txn(rctx).
 		If(clientv3.Compare(clientv3.ModRevision(name), "=", rev)).
 		Then(clientv3.OpPut(name, rec.with(hold).encode(), clientv3.WithIgnoreLease())).Commit()
 	if err != nil {
-		return l.fail(ctx, key, err)
+		return d.fail(ctx, key, err)
 	}
 	if !resp.Succeeded {
 		return errRequeue
@@ -118,17 +111,17 @@ func (l *Locker) addHold(ctx context.Context, key, name string, rev int64, rec r
 // entry is gone. The common case, a single hold, is one txn: delete if the
 // value is exactly ours, else read it; an extra hold then comes off in a
 // txn guarded by the mod revision read.
-func (l *Locker) dropHold(ctx context.Context, key, name, owner, hold string, fence int64) error {
+func (d *etcdDriver) dropHold(ctx context.Context, key, name, owner, hold string, fence int64) error {
 	cmp := []clientv3.Cmp{clientv3.Compare(clientv3.Value(name), "=", record{Owner: owner, Holds: []string{hold}}.encode())}
 	if fence > 0 {
 		cmp = append(cmp, clientv3.Compare(clientv3.CreateRevision(name), "=", fence))
 	}
 	for {
-		rctx, cancel := l.rpc(ctx)
-		resp, err := l.client.Txn(rctx).If(cmp...).Then(clientv3.OpDelete(name)).Else(clientv3.OpGet(name)).Commit()
+		rctx, cancel := d.rpc(ctx)
+		resp, err := d.client.Txn(rctx).If(cmp...).Then(clientv3.OpDelete(name)).Else(clientv3.OpGet(name)).Commit()
 		cancel()
 		if err != nil {
-			return l.fail(ctx, key, err)
+			return d.fail(ctx, key, err)
 		}
 		if resp.Succeeded {
 			return nil
@@ -146,13 +139,13 @@ func (l *Locker) dropHold(ctx context.Context, key, name, owner, hold string, fe
 		if len(rec.Holds) > 0 {
 			op = clientv3.OpPut(name, rec.encode(), clientv3.WithIgnoreLease())
 		}
-		rctx, cancel = l.rpc(ctx)
-		resp, err = l.client.Txn(rctx).
+		rctx, cancel = d.rpc(ctx)
+		resp, err = d.client.Txn(rctx).
 			If(clientv3.Compare(clientv3.ModRevision(name), "=", kvs[0].ModRevision)).
 			Then(op).Commit()
 		cancel()
 		if err != nil {
-			return l.fail(ctx, key, err)
+			return d.fail(ctx, key, err)
 		}
 		if resp.Succeeded {
 			return nil

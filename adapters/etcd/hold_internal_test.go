@@ -14,9 +14,9 @@ import (
 	"github.com/locker-go/locker/internal/testenv"
 )
 
-// testLocker is a Locker on the test etcd, closed when t ends, and a
-// direct client to inspect entries.
-func testLocker(t *testing.T) (*Locker, *clientv3.Client) {
+// testLocker is a Locker on the test etcd, closed when t ends, its
+// driver, and a direct client to inspect entries.
+func testLocker(t *testing.T) (locker.Locker, *etcdDriver, *clientv3.Client) {
 	u := testenv.URL(t, "LOCKER_TEST_ETCD")
 	c, err := clientv3.New(clientv3.Config{
 		Endpoints: []string{strings.Split(u.Host, ",")[0]}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
@@ -29,18 +29,19 @@ func testLocker(t *testing.T) (*Locker, *clientv3.Client) {
 	if prefix == "" || prefix == "/" {
 		prefix = DefaultPrefix
 	}
-	l, err := newLocker(c, WithPrefix(prefix))
+	d, err := newDriver(c, WithPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
+	l := locker.New(d)
 	t.Cleanup(func() { l.Close() })
-	return l, c
+	return l, d, c
 }
 
 // readEntry returns key's only queue entry and its record.
-func readEntry(t *testing.T, l *Locker, c *clientv3.Client, key string) (string, int64, record) {
+func readEntry(t *testing.T, d *etcdDriver, c *clientv3.Client, key string) (string, int64, record) {
 	t.Helper()
-	resp, err := c.Get(context.Background(), l.queue(key), clientv3.WithPrefix())
+	resp, err := c.Get(context.Background(), d.queue(key), clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func readEntry(t *testing.T, l *Locker, c *clientv3.Client, key string) (string,
 // the effect of doing it once: no hold leaks, and no other lease's hold
 // is dropped.
 func TestHoldOpsIdempotent(t *testing.T) {
-	l, c := testLocker(t)
+	l, d, c := testLocker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	key := "etcd-internal-" + t.Name() + "-" + time.Now().Format("150405.000000")
@@ -71,27 +72,27 @@ func TestHoldOpsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name, rev, rec := readEntry(t, l, c, key)
+	name, rev, rec := readEntry(t, d, c, key)
 	if len(rec.Holds) != 2 {
 		t.Fatalf("holds after re-entry = %v, want 2", rec.Holds)
 	}
 	holds := func() int {
 		t.Helper()
-		_, _, r := readEntry(t, l, c, key)
+		_, _, r := readEntry(t, d, c, key)
 		return len(r.Holds)
 	}
 
 	// Add: the same call again is refused by its guard; a retry that
 	// reads the entry again finds its hold there and writes nothing.
 	const extra = "extra-hold"
-	if err := l.addHold(ctx, key, name, rev, rec, extra); err != nil {
+	if err := d.addHold(ctx, key, name, rev, rec, extra); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.addHold(ctx, key, name, rev, rec, extra); !errors.Is(err, errRequeue) {
+	if err := d.addHold(ctx, key, name, rev, rec, extra); !errors.Is(err, errRequeue) {
 		t.Errorf("repeated addHold = %v, want errRequeue", err)
 	}
-	_, rev2, rec2 := readEntry(t, l, c, key)
-	if err := l.addHold(ctx, key, name, rev2, rec2, extra); err != nil {
+	_, rev2, rec2 := readEntry(t, d, c, key)
+	if err := d.addHold(ctx, key, name, rev2, rec2, extra); err != nil {
 		t.Errorf("addHold retried after a re-read = %v", err)
 	}
 	if n := holds(); n != 3 {
@@ -99,10 +100,10 @@ func TestHoldOpsIdempotent(t *testing.T) {
 	}
 
 	// Drop: the second time changes nothing and says so.
-	if err := l.dropHold(ctx, key, name, owner, extra, 0); err != nil {
+	if err := d.dropHold(ctx, key, name, owner, extra, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.dropHold(ctx, key, name, owner, extra, 0); !errors.Is(err, locker.ErrNotHeld) {
+	if err := d.dropHold(ctx, key, name, owner, extra, 0); !errors.Is(err, locker.ErrNotHeld) {
 		t.Errorf("repeated dropHold = %v, want ErrNotHeld", err)
 	}
 	if n := holds(); n != 2 {
@@ -114,7 +115,7 @@ func TestHoldOpsIdempotent(t *testing.T) {
 	if err := b.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	retry := &holdOps{l: l, key: key, name: name, owner: owner, hold: rec.Holds[1], fence: int64(b.Fence()), ttl: locker.DefaultTTL, lease: &etcdLease{l: l}}
+	retry := &hold{entry: &entry{d: d, key: key, name: name, owner: owner, id: rec.Holds[1], ttl: locker.DefaultTTL, lease: &etcdLease{d: d}}, fence: int64(b.Fence())}
 	retry.unsure.Store(true) // as the failed first try left it
 	if err := retry.Release(ctx); err != nil {
 		t.Errorf("retried Release after a lost reply = %v, want nil", err)
@@ -126,14 +127,14 @@ func TestHoldOpsIdempotent(t *testing.T) {
 		t.Errorf("a.Refresh after b's retried Unlock = %v; a's hold was dropped", err)
 	}
 	// Without an earlier failed try, a missing hold is reported.
-	fresh := &holdOps{l: l, key: key, name: name, owner: owner, hold: rec.Holds[1], fence: int64(b.Fence()), lease: &etcdLease{l: l}}
+	fresh := &hold{entry: &entry{d: d, key: key, name: name, owner: owner, id: rec.Holds[1], lease: &etcdLease{d: d}}, fence: int64(b.Fence())}
 	if err := fresh.Release(ctx); !errors.Is(err, locker.ErrNotHeld) {
 		t.Errorf("Release of a hold never dropped by us = %v, want ErrNotHeld", err)
 	}
 	if err := a.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if resp, err := c.Get(ctx, l.queue(key), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
+	if resp, err := c.Get(ctx, d.queue(key), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
 		t.Errorf("entries after the last Unlock: %v, %v; want none", resp.Count, err)
 	}
 }

@@ -12,13 +12,10 @@ import (
 // character, so escape(a+b) == escape(a)+escape(b), and a range over
 // prefix+escape(p) holds exactly the entries of keys beginning with p, while
 // prefix+escape(k)+"/" holds exactly k's queue ("a" never sees "a/b" or "ab").
-var escaper = strings.NewReplacer("%", "%25", "/", "%2F")
-
-func escape(key string) string { return escaper.Replace(key) }
-
-var unescaper = strings.NewReplacer("%25", "%", "%2F", "/")
-
-func unescape(seg string) string { return unescaper.Replace(seg) }
+var (
+	escape   = strings.NewReplacer("%", "%25", "/", "%2F").Replace
+	unescape = strings.NewReplacer("%25", "%", "%2F", "/").Replace
+)
 
 // record is the value of a queue entry: its owner and the ids of the
 // leases holding it (more than one with re-entry under WithOwner). Holds

@@ -49,23 +49,23 @@ func Open(ctx context.Context, u *url.URL) (locker.Locker, error) {
 	if err != nil {
 		return nil, locker.Unavailable(fmt.Errorf("locker/etcd: connect to %s: %w", redacted(u), err))
 	}
-	l, err := newLocker(client, append(opts, WithCloseClient())...)
+	d, err := newDriver(client, append(opts, WithCloseClient())...)
 	if err != nil {
 		client.Close()
 		return nil, err
 	}
 	// The client connects lazily: make one linearizable read to know the
 	// cluster answers.
-	rctx, cancel := l.rpc(ctx)
+	rctx, cancel := d.rpc(ctx)
 	defer cancel()
-	if _, err := client.Get(rctx, l.prefix); err != nil {
+	if _, err := client.Get(rctx, d.prefix); err != nil {
 		client.Close()
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("locker/etcd: connect to %s: %w", redacted(u), ctx.Err())
 		}
 		return nil, locker.Unavailable(fmt.Errorf("locker/etcd: connect to %s: %w", redacted(u), err))
 	}
-	return l, nil
+	return locker.New(d), nil
 }
 
 // parseURL turns an etcd URL into a client config and Locker options. Its
@@ -74,7 +74,7 @@ func parseURL(u *url.URL) (clientv3.Config, []Option, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", locker.ErrInvalidURL, redacted(u), fmt.Sprintf(format, args...))
 	}
-	var cfg clientv3.Config
+	cfg := clientv3.Config{Logger: zap.NewNop()} // the client's own logging is noise to a library user
 	scheme := strings.ToLower(u.Scheme)
 	if scheme != "etcd" && scheme != "etcds" {
 		return cfg, nil, bad("scheme %q is not etcd or etcds", u.Scheme)
@@ -82,7 +82,7 @@ func parseURL(u *url.URL) (clientv3.Config, []Option, error) {
 	if u.Opaque != "" || u.Host == "" {
 		return cfg, nil, bad("no host: want etcd://host:port[,host:port]/prefix")
 	}
-	for _, h := range strings.Split(u.Host, ",") {
+	for h := range strings.SplitSeq(u.Host, ",") {
 		ep, err := endpoint(h)
 		if err != nil {
 			return cfg, nil, bad("%v", err)
@@ -96,57 +96,54 @@ func parseURL(u *url.URL) (clientv3.Config, []Option, error) {
 			return cfg, nil, bad("a password needs a user name")
 		}
 	}
-	timeout := DefaultRequestTimeout
-	useTLS := scheme == "etcds"
-	var ca, cert, key string
-	for name, vals := range u.Query() {
-		if len(vals) != 1 {
-			return cfg, nil, bad("parameter %q given %d times", name, len(vals))
-		}
-		v := vals[0]
-		switch name {
-		case "tls":
-			b, err := strconv.ParseBool(v)
-			if err != nil || (scheme == "etcds" && !b) {
-				return cfg, nil, bad("tls=%q: want true or false (etcds is always TLS)", v)
-			}
-			useTLS = b
-		case "ca":
-			ca = v
-		case "cert":
-			cert = v
-		case "key":
-			key = v
-		case "timeout":
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return cfg, nil, bad("timeout=%q: want a positive duration such as 5s", v)
-			}
-			timeout = d
-		default:
-			return cfg, nil, bad("unknown parameter %q (known: tls, ca, cert, key, timeout)", name)
-		}
+	var err error
+	if cfg.TLS, cfg.DialTimeout, err = params(u.Query(), scheme == "etcds"); err != nil {
+		return cfg, nil, bad("%v", err)
 	}
-	if (cert == "") != (key == "") {
-		return cfg, nil, bad("cert and key go together")
-	}
-	if !useTLS && (ca != "" || cert != "") {
-		return cfg, nil, bad("ca, cert and key need tls=true or etcds://")
-	}
-	if useTLS {
-		tc, err := tlsConfig(ca, cert, key)
-		if err != nil {
-			return cfg, nil, bad("%v", err)
-		}
-		cfg.TLS = tc
-	}
-	cfg.DialTimeout = timeout
-	cfg.Logger = zap.NewNop() // the client's own logging is noise to a library user
-	opts := []Option{WithRequestTimeout(timeout)}
+	opts := []Option{WithRequestTimeout(cfg.DialTimeout)}
 	if p := u.Path; p != "" && p != "/" {
 		opts = append(opts, WithPrefix(p))
 	}
 	return cfg, opts, nil
+}
+
+// params checks the URL's parameters and returns the TLS config (nil
+// without TLS) and the request timeout they ask for.
+func params(q url.Values, etcds bool) (*tls.Config, time.Duration, error) {
+	timeout, useTLS := DefaultRequestTimeout, etcds
+	for name, vals := range q {
+		if len(vals) != 1 {
+			return nil, 0, fmt.Errorf("parameter %q given %d times", name, len(vals))
+		}
+		switch v := vals[0]; name {
+		case "tls":
+			b, err := strconv.ParseBool(v)
+			if err != nil || (etcds && !b) {
+				return nil, 0, fmt.Errorf("tls=%q: want true or false (etcds is always TLS)", v)
+			}
+			useTLS = b
+		case "timeout":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return nil, 0, fmt.Errorf("timeout=%q: want a positive duration such as 5s", v)
+			}
+			timeout = d
+		case "ca", "cert", "key":
+		default:
+			return nil, 0, fmt.Errorf("unknown parameter %q (known: tls, ca, cert, key, timeout)", name)
+		}
+	}
+	ca, cert, key := q.Get("ca"), q.Get("cert"), q.Get("key")
+	switch {
+	case (cert == "") != (key == ""):
+		return nil, 0, errors.New("cert and key go together")
+	case !useTLS && (ca != "" || cert != ""):
+		return nil, 0, errors.New("ca, cert and key need tls=true or etcds://")
+	case !useTLS:
+		return nil, timeout, nil
+	}
+	tc, err := tlsConfig(ca, cert, key)
+	return tc, timeout, err
 }
 
 // redacted shows u without its password. An opaque URL (etcd:user:pw@h)
