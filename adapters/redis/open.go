@@ -8,7 +8,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locker-go/locker"
-	"github.com/locker-go/locker/internal/secret"
+	"github.com/locker-go/locker/internal/urlx"
 )
 
 func init() {
@@ -36,12 +36,12 @@ func Open(ctx context.Context, u *url.URL) (locker.Locker, error) {
 	o, err := goredis.ParseURL(bare.String())
 	if err != nil {
 		// go-redis errors may quote the URL; name only the redacted one.
-		return nil, fmt.Errorf("%w: %s: %v", locker.ErrInvalidURL, secret.Redact(u), secret.Scrub(err.Error(), u))
+		return nil, fmt.Errorf("%w: %s: %v", locker.ErrInvalidURL, urlx.Redact(u), urlx.Scrub(err.Error(), u))
 	}
 	client := goredis.NewClient(o)
 	if err := client.Ping(ctx).Err(); err != nil {
 		client.Close()
-		return nil, locker.Unavailable(fmt.Errorf("locker/redis: %s: %v", o.Addr, secret.Scrub(err.Error(), u)))
+		return nil, locker.Unavailable(fmt.Errorf("locker/redis: %s: %v", o.Addr, urlx.Scrub(err.Error(), u)))
 	}
 	return New(client, opts...)
 }

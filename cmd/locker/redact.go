@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/locker-go/locker/internal/secret"
+	"github.com/locker-go/locker/internal/urlx"
 )
 
 // Credentials must never reach the terminal, logs or bench reports. Every
@@ -15,7 +15,7 @@ import (
 // through scrub, which also masks the secrets of the URLs in use wherever a
 // backend driver may have repeated them (a DSN, a connection string).
 
-const mask = secret.Mask
+const mask = urlx.Mask
 
 // minLiteralSecret is the shortest secret masked wherever it appears.
 const minLiteralSecret = 8
@@ -34,7 +34,7 @@ func rememberSecrets(raw string) {
 	}
 	secretsMu.Lock()
 	defer secretsMu.Unlock()
-	for _, s := range secret.Secrets(u) {
+	for _, s := range urlx.Secrets(u) {
 		// A short secret ("locker") would mask ordinary words of every
 		// message; those are left to the structural patterns of scrub.
 		if len(s) >= minLiteralSecret && !slices.Contains(secrets, s) {
@@ -52,7 +52,7 @@ func redactURL(raw string) string {
 	if err != nil {
 		return "(unparsable URL)"
 	}
-	return secret.Redact(u)
+	return urlx.Redact(u)
 }
 
 var (

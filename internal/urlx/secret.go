@@ -1,7 +1,9 @@
-// Package secret keeps credentials out of messages: every URL an adapter
-// or the CLI shows goes through Redact, and every error message that a
-// client library may have built from a URL or DSN goes through Scrub.
-package secret
+// Package urlx is what adapters and the CLI share about URLs: host lists
+// checked alike for every scheme (Hosts), errors that match
+// locker.ErrInvalidURL (Invalid), and credentials kept out of messages —
+// every URL shown goes through Redact, every error message that a client
+// library may have built from a URL or DSN goes through Scrub.
+package urlx
 
 import (
 	"net/url"

@@ -1,4 +1,4 @@
-package secret
+package urlx
 
 import (
 	"net/url"
