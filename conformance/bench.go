@@ -21,8 +21,8 @@ func Bench(b *testing.B, h Harness) {
 }
 
 func benchUncontended(b *testing.B, h Harness) {
-	l := h.client(b)
-	key := keyFor(b) + "k"
+	l := benchClient(b, h)
+	key := benchKey(b, h)
 	ctx := context.Background()
 	// Round trips are timed between the lock+unlock pairs, not before them,
 	// so that load on a shared machine weighs on both alike.
@@ -53,6 +53,22 @@ func benchUncontended(b *testing.B, h Harness) {
 	}
 }
 
+// benchClient makes a Locker and closes it when the benchmark ends.
+func benchClient(b *testing.B, h Harness) locker.Locker {
+	b.Helper()
+	l, err := h.NewLocker(context.Background())
+	if err != nil {
+		b.Fatalf("NewLocker: %v", err)
+	}
+	b.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// benchKey is a key unique to this benchmark and run.
+func benchKey(b *testing.B, h Harness) string {
+	return h.prefix() + b.Name() + "/k"
+}
+
 // Contention is what one contended run measured: ops, elapsed time, the
 // sorted waits and the acquisitions per client, with OpsPerSec, Wait(q)
 // and Fairness.
@@ -68,9 +84,9 @@ func Contend(ctx context.Context, lockers []locker.Locker, key string, ops int, 
 func benchContended(b *testing.B, h Harness, workers int, hold time.Duration) {
 	lockers := make([]locker.Locker, workers)
 	for i := range lockers {
-		lockers[i] = h.client(b)
+		lockers[i] = benchClient(b, h)
 	}
-	key := keyFor(b) + "k"
+	key := benchKey(b, h)
 	b.ResetTimer()
 	res, err := Contend(context.Background(), lockers, key, b.N, hold)
 	if err != nil {

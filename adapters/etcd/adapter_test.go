@@ -9,7 +9,7 @@ import (
 
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/adapters/etcd"
-	"github.com/locker-go/locker/internal/faultproxy"
+	"github.com/locker-go/locker/conformance/faultproxy"
 )
 
 func ctxT(t *testing.T) context.Context {
@@ -159,12 +159,12 @@ func TestWaiterOutlivesTTL(t *testing.T) {
 		_ = lease.Unlock(ctx)
 	}
 	go wait("waiter", waiter)
-	for h.Count(t, key) != 2 {
+	for count(t, h, key) != 2 {
 		time.Sleep(5 * time.Millisecond) // a condition on the server: poll it
 	}
 	time.Sleep(2*ttl + ttl/2) // the time under test: more than the waiter's TTL
 	go wait("later", later)
-	for h.Count(t, key) != 3 {
+	for count(t, h, key) != 3 {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if err := held.Unlock(ctx); err != nil {
@@ -195,7 +195,7 @@ func TestForceUnlockHandsOff(t *testing.T) {
 		}
 		got <- lease
 	}()
-	for h.Count(t, key) != 2 {
+	for count(t, h, key) != 2 {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if err := admin.(locker.Admin).ForceUnlock(ctx, key); err != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/adapters/etcd"
 	"github.com/locker-go/locker/conformance"
-	"github.com/locker-go/locker/internal/faultproxy"
+	"github.com/locker-go/locker/conformance/faultproxy"
 	"github.com/locker-go/locker/internal/testenv"
 )
 
@@ -37,14 +37,19 @@ func testBackend(t testing.TB) backend {
 // client connects to addr quietly and is closed when the test ends.
 func client(t testing.TB, addr string) *clientv3.Client {
 	t.Helper()
-	c, err := clientv3.New(clientv3.Config{
-		Endpoints: []string{addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-	})
+	c, err := dial(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// dial connects to addr quietly.
+func dial(addr string) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{
+		Endpoints: []string{addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+	})
 }
 
 // escape mirrors the adapter's key escaping, to count a prefix's entries.
@@ -53,32 +58,42 @@ var escape = strings.NewReplacer("%", "%25", "/", "%2F").Replace
 // harness drives the test etcd. With proxied, each Locker's client goes
 // through a proxy that Crash cuts; benchmarks connect directly, so that a
 // lock's cost and the plain round trip are measured over the same path.
+// Proxies and clients close when t ends; the suite closes the Lockers.
 func harness(t testing.TB, proxied bool) conformance.Harness {
 	b := testBackend(t)
 	direct := client(t, b.addr)
 	var crasher faultproxy.Crasher
+	t.Cleanup(func() { _ = crasher.Close() })
 	return conformance.Harness{
-		NewLocker: func(t testing.TB) locker.Locker {
+		NewLocker: func(context.Context) (locker.Locker, error) {
 			addr := b.addr
 			var p *faultproxy.Proxy
 			if proxied {
-				p = crasher.Proxy(t, b.addr)
+				var err error
+				if p, err = crasher.Proxy(b.addr); err != nil {
+					return nil, err
+				}
 				addr = p.Addr()
 			}
-			l, err := etcd.New(client(t, addr), etcd.WithPrefix(b.prefix), etcd.WithRequestTimeout(2*time.Second))
+			c, err := dial(addr)
 			if err != nil {
-				t.Fatal(err)
+				return nil, err
+			}
+			t.Cleanup(func() { c.Close() })
+			l, err := etcd.New(c, etcd.WithPrefix(b.prefix), etcd.WithRequestTimeout(2*time.Second))
+			if err != nil {
+				return nil, err
 			}
 			crasher.Track(l, p)
-			return l
+			return l, nil
 		},
 		Crash: crasher.Crash,
-		Count: func(t testing.TB, prefix string) int {
-			resp, err := direct.Get(context.Background(), b.prefix+escape(prefix), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		Count: func(ctx context.Context, prefix string) (int, error) {
+			resp, err := direct.Get(ctx, b.prefix+escape(prefix), clientv3.WithPrefix(), clientv3.WithCountOnly())
 			if err != nil {
-				t.Fatal(err)
+				return 0, err
 			}
-			return int(resp.Count)
+			return int(resp.Count), nil
 		},
 		FIFO: true,
 		TTL:  2 * time.Second, // etcd's least lease TTL with default election settings
@@ -87,6 +102,16 @@ func harness(t testing.TB, proxied bool) conformance.Harness {
 			return err
 		},
 	}
+}
+
+// count is h.Count for a test, which it fails on an error.
+func count(t testing.TB, h conformance.Harness, prefix string) int {
+	t.Helper()
+	n, err := h.Count(context.Background(), prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func TestConformance(t *testing.T) {

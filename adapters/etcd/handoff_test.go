@@ -43,7 +43,7 @@ func BenchmarkHandoffUnderWrites(b *testing.B) {
 			}
 			_ = lease.Unlock(ctx)
 		}()
-		for h.Count(b, key) != 2 { // the waiter has queued
+		for count(b, h, key) != 2 { // the waiter has queued
 			time.Sleep(100 * time.Microsecond)
 		}
 		released := time.Now()

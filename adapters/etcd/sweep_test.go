@@ -8,7 +8,7 @@ import (
 
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/adapters/etcd"
-	"github.com/locker-go/locker/internal/faultproxy"
+	"github.com/locker-go/locker/conformance/faultproxy"
 )
 
 // A cancelled Lock whose clean-up fails leaves its entry on the Locker's
@@ -50,7 +50,7 @@ func TestOrphanSweptInBackground(t *testing.T) {
 		_, err := l.Lock(wctx, key, locker.WithTTL(ttl)) // on the same shared lease
 		res <- err
 	}()
-	for h.Count(t, key) != 2 { // a condition on the server: poll it
+	for count(t, h, key) != 2 { // a condition on the server: poll it
 		time.Sleep(5 * time.Millisecond)
 	}
 
@@ -59,13 +59,13 @@ func TestOrphanSweptInBackground(t *testing.T) {
 	if err := <-res; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Lock = %v, want context.Canceled", err)
 	}
-	if n := h.Count(t, key); n != 2 {
+	if n := count(t, h, key); n != 2 {
 		t.Fatalf("%d entries for the key with the clean-up cut off, want 2 (the holder's and the orphan)", n)
 	}
 
 	c.SetEndpoints(b.addr) // etcd is reachable again; no further call on l
 	deadline := time.Now().Add(20 * time.Second)
-	for h.Count(t, key) != 1 {
+	for count(t, h, key) != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the orphaned entry is still there 20s after etcd came back")
 		}

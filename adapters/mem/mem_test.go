@@ -58,17 +58,18 @@ func harness(t testing.TB) conformance.Harness {
 	name := t.Name()
 	var drivers sync.Map // locker.Locker -> *crashable
 	return conformance.Harness{
-		NewLocker: func(t testing.TB) locker.Locker {
+		NewLocker: func(context.Context) (locker.Locker, error) {
 			d := &crashable{memDriver: newDriver(name)}
 			l := locker.New(d)
 			drivers.Store(l, d)
-			return l
+			return l, nil
 		},
-		Crash: func(t testing.TB, l locker.Locker) {
+		Crash: func(_ context.Context, l locker.Locker) error {
 			d, _ := drivers.Load(l)
 			d.(*crashable).dead.Store(true)
+			return nil
 		},
-		Count: func(t testing.TB, prefix string) int {
+		Count: func(_ context.Context, prefix string) (int, error) {
 			s := spaceNamed(name)
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -78,7 +79,7 @@ func harness(t testing.TB) conformance.Harness {
 					n++
 				}
 			}
-			return n
+			return n, nil
 		},
 	}
 }

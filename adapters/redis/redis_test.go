@@ -10,7 +10,7 @@ import (
 	"github.com/locker-go/locker"
 	lockredis "github.com/locker-go/locker/adapters/redis"
 	"github.com/locker-go/locker/conformance"
-	"github.com/locker-go/locker/internal/faultproxy"
+	"github.com/locker-go/locker/conformance/faultproxy"
 	"github.com/locker-go/locker/internal/rediskey"
 	"github.com/locker-go/locker/internal/testenv"
 )
@@ -26,6 +26,7 @@ func (quiet) Printf(context.Context, string, ...any) {}
 // harness gives each Locker its own client, dialled through a proxy that
 // Crash cuts: the holder vanishes without releasing anything. Benchmarks
 // dial directly (proxied false), to compare with a direct round trip.
+// Proxies and clients are closed when t ends; the suite closes the Lockers.
 func harness(t testing.TB, proxied bool) conformance.Harness {
 	u := testenv.URL(t, "LOCKER_TEST_REDIS")
 	opt, err := goredis.ParseURL(u.String())
@@ -35,41 +36,44 @@ func harness(t testing.TB, proxied bool) conformance.Harness {
 	admin := goredis.NewClient(opt)
 	t.Cleanup(func() { admin.Close() })
 	var crasher faultproxy.Crasher
+	t.Cleanup(func() { _ = crasher.Close() })
 	return conformance.Harness{
-		NewLocker: func(t testing.TB) locker.Locker {
+		NewLocker: func(context.Context) (locker.Locker, error) {
 			o := *opt
 			o.DialTimeout = time.Second
 			var p *faultproxy.Proxy
 			if proxied {
-				p = crasher.Proxy(t, opt.Addr)
+				var err error
+				if p, err = crasher.Proxy(opt.Addr); err != nil {
+					return nil, err
+				}
 				o.Addr = p.Addr()
 			}
 			client := goredis.NewClient(&o)
+			t.Cleanup(func() { client.Close() })
 			l, err := lockredis.New(client, lockredis.WithPrefix(prefix))
 			if err != nil {
-				t.Fatal(err)
+				return nil, err
 			}
-			t.Cleanup(func() { l.Close(); client.Close() })
 			crasher.Track(l, p)
-			return l
+			return l, nil
 		},
 		Crash: crasher.Crash,
 		// Count is held locks plus queued waiters.
-		Count: func(t testing.TB, keyPrefix string) int {
-			ctx := context.Background()
+		Count: func(ctx context.Context, keyPrefix string) (int, error) {
 			locks, err := admin.Keys(ctx, rediskey.MatchPrefix(prefix+"lock:"+keyPrefix)).Result()
 			if err != nil {
-				t.Fatal(err)
+				return 0, err
 			}
 			queues, err := admin.Keys(ctx, rediskey.MatchPrefix(prefix+"queue:"+keyPrefix)).Result()
 			if err != nil {
-				t.Fatal(err)
+				return 0, err
 			}
 			n := len(locks)
 			for _, q := range queues {
 				n += int(admin.ZCard(ctx, q).Val())
 			}
-			return n
+			return n, nil
 		},
 		FIFO:      true,
 		TTL:       time.Second,

@@ -2,6 +2,7 @@ package redsync
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -10,7 +11,7 @@ import (
 
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/conformance"
-	"github.com/locker-go/locker/internal/faultproxy"
+	"github.com/locker-go/locker/conformance/faultproxy"
 	"github.com/locker-go/locker/internal/rediskey"
 	"github.com/locker-go/locker/internal/testenv"
 )
@@ -25,19 +26,19 @@ func masterAddrs(t testing.TB) []string {
 	return addrs
 }
 
-// crasher cuts each test Locker's proxies, for Crash.
-var crasher faultproxy.Crasher
-
 // newLocker dials every master through a proxy of its own, so that Crash
-// can make the client vanish from all of them at once.
-func newLocker(t testing.TB, addrs []string, opts ...Option) locker.Locker {
-	t.Helper()
+// can make the client vanish from all of them at once. Its clients are
+// closed when t ends.
+func newLocker(t testing.TB, crasher *faultproxy.Crasher, addrs []string, opts ...Option) (locker.Locker, error) {
 	var (
 		clients []goredis.UniversalClient
 		proxies []*faultproxy.Proxy
 	)
 	for _, a := range addrs {
-		p := crasher.Proxy(t, a)
+		p, err := crasher.Proxy(a)
+		if err != nil {
+			return nil, err
+		}
 		c := goredis.NewClient(&goredis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = c.Close() })
 		clients = append(clients, c)
@@ -45,30 +46,29 @@ func newLocker(t testing.TB, addrs []string, opts ...Option) locker.Locker {
 	}
 	l, err := New(clients, opts...)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	crasher.Track(l, proxies...)
-	return l
+	return l, nil
 }
 
 // countKeys counts the lock records of keys beginning with prefix that
 // any master holds (a record on a minority is a record left behind too).
-func countKeys(t testing.TB, addrs []string, prefix string) int {
-	t.Helper()
+func countKeys(ctx context.Context, addrs []string, prefix string) (int, error) {
 	keys := map[string]bool{}
 	for _, a := range addrs {
 		c := goredis.NewClient(&goredis.Options{Addr: a})
-		iter := c.Scan(context.Background(), 0, rediskey.MatchPrefix(DefaultPrefix+"l:"+prefix), 1000).Iterator()
-		for iter.Next(context.Background()) {
+		iter := c.Scan(ctx, 0, rediskey.MatchPrefix(DefaultPrefix+"l:"+prefix), 1000).Iterator()
+		for iter.Next(ctx) {
 			keys[iter.Val()] = true
 		}
 		err := iter.Err()
 		_ = c.Close()
 		if err != nil {
-			t.Fatalf("SCAN %s: %v", a, err)
+			return 0, fmt.Errorf("SCAN %s: %w", a, err)
 		}
 	}
-	return len(keys)
+	return len(keys), nil
 }
 
 // suiteNodeTimeout is the conformance suite's per-node timeout: its many
@@ -76,12 +76,18 @@ func countKeys(t testing.TB, addrs []string, prefix string) int {
 // past the 50 ms default; the fault tests keep the default.
 const suiteNodeTimeout = 250 * time.Millisecond
 
+// harness makes each Locker through proxies that Crash cuts; they and the
+// Lockers' clients are closed when t ends, the Lockers by the suite.
 func harness(t testing.TB) conformance.Harness {
 	addrs := masterAddrs(t)
+	var crasher faultproxy.Crasher
+	t.Cleanup(func() { _ = crasher.Close() })
 	return conformance.Harness{
-		NewLocker: func(t testing.TB) locker.Locker { return newLocker(t, addrs, WithNodeTimeout(suiteNodeTimeout)) },
-		Crash:     crasher.Crash,
-		Count:     func(t testing.TB, prefix string) int { return countKeys(t, addrs, prefix) },
+		NewLocker: func(context.Context) (locker.Locker, error) {
+			return newLocker(t, &crasher, addrs, WithNodeTimeout(suiteNodeTimeout))
+		},
+		Crash: crasher.Crash,
+		Count: func(ctx context.Context, prefix string) (int, error) { return countKeys(ctx, addrs, prefix) },
 		RoundTrip: func(ctx context.Context) error {
 			return ping(addrs[0]).Ping(ctx).Err()
 		},
@@ -113,9 +119,9 @@ func TestConformance(t *testing.T) {
 // does: the suite's fault proxies would double every hop.
 func BenchmarkConformance(b *testing.B) {
 	h := harness(b)
-	h.NewLocker = func(t testing.TB) locker.Locker {
-		l, _ := plainLocker(t)
-		return l
+	h.NewLocker = func(context.Context) (locker.Locker, error) {
+		l, _ := plainLocker(b)
+		return l, nil
 	}
 	conformance.Bench(b, h)
 }

@@ -3,6 +3,7 @@ package sql_test
 import (
 	"context"
 	dbsql "database/sql"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -11,7 +12,7 @@ import (
 	"github.com/locker-go/locker"
 	lsql "github.com/locker-go/locker/adapters/sql"
 	"github.com/locker-go/locker/conformance"
-	"github.com/locker-go/locker/internal/faultproxy"
+	"github.com/locker-go/locker/conformance/faultproxy"
 	"github.com/locker-go/locker/internal/testenv"
 
 	_ "github.com/glebarez/go-sqlite"  // database/sql driver "sqlite", for the harness's own reads
@@ -20,30 +21,35 @@ import (
 
 // postgresHarness drives the Postgres of scripts/backends. With proxied,
 // each Locker dials through its own fault proxy, which Crash cuts;
-// benchmarks dial directly, as RoundTrip does.
+// benchmarks dial directly, as RoundTrip does. The proxies close when t
+// ends; the suite closes the Lockers.
 func postgresHarness(t testing.TB, proxied bool) conformance.Harness {
 	u := testenv.URL(t, "LOCKER_TEST_POSTGRES")
 	db := openDB(t, "pgx", u.String())
 	var crasher faultproxy.Crasher
+	t.Cleanup(func() { _ = crasher.Close() })
 	return conformance.Harness{
-		NewLocker: func(t testing.TB) locker.Locker {
+		NewLocker: func(ctx context.Context) (locker.Locker, error) {
 			if !proxied {
-				return open(t, u.String())
+				return locker.Open(ctx, u.String())
 			}
-			p := crasher.Proxy(t, u.Host)
+			p, err := crasher.Proxy(u.Host)
+			if err != nil {
+				return nil, err
+			}
 			pu := *u
 			pu.Host = p.Addr()
-			l, err := locker.Open(context.Background(), pu.String())
+			l, err := locker.Open(ctx, pu.String())
 			if err != nil {
-				t.Fatal(err)
+				return nil, err
 			}
 			crasher.Track(l, p)
-			return l
+			return l, nil
 		},
 		Crash: crasher.Crash,
 		// Rows of holders and of queued waiters.
-		Count: func(t testing.TB, prefix string) int {
-			return count(t, db, `SELECT (SELECT count(*) FROM locker_locks WHERE left("key", char_length($1)) = $1)
+		Count: func(ctx context.Context, prefix string) (int, error) {
+			return count(ctx, db, `SELECT (SELECT count(*) FROM locker_locks WHERE left("key", char_length($1)) = $1)
 				+ (SELECT count(*) FROM locker_locks_queue WHERE left("key", char_length($1)) = $1)`, prefix)
 		},
 		FIFO: true,
@@ -69,10 +75,13 @@ func sqliteHarness(t testing.TB) conformance.Harness {
 	t.Cleanup(func() { _ = first.Close() })
 	db := openDB(t, "sqlite", u.Path)
 	return conformance.Harness{
-		NewLocker: func(t testing.TB) locker.Locker { return open(t, raw) },
-		Crash:     func(t testing.TB, l locker.Locker) { lsql.Crash(l) },
-		Count: func(t testing.TB, prefix string) int {
-			return count(t, db, `SELECT count(*) FROM locker_locks WHERE substr("key", 1, length($1)) = $1`, prefix)
+		NewLocker: func(ctx context.Context) (locker.Locker, error) { return locker.Open(ctx, raw) },
+		Crash: func(_ context.Context, l locker.Locker) error {
+			lsql.Crash(l)
+			return nil
+		},
+		Count: func(ctx context.Context, prefix string) (int, error) {
+			return count(ctx, db, `SELECT count(*) FROM locker_locks WHERE substr("key", 1, length($1)) = $1`, prefix)
 		},
 		RoundTrip: func(ctx context.Context) error {
 			_, err := db.ExecContext(ctx, "SELECT 1")
@@ -106,11 +115,10 @@ func openDB(t testing.TB, driver, dsn string) *dbsql.DB {
 	return db
 }
 
-func count(t testing.TB, db *dbsql.DB, q, prefix string) int {
-	t.Helper()
+func count(ctx context.Context, db *dbsql.DB, q, prefix string) (int, error) {
 	var n int
-	if err := db.QueryRow(q, prefix).Scan(&n); err != nil {
-		t.Fatalf("count rows: %v", err)
+	if err := db.QueryRowContext(ctx, q, prefix).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count rows: %w", err)
 	}
-	return n
+	return n, nil
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/adapters/zookeeper"
-	"github.com/locker-go/locker/internal/faultproxy"
+	"github.com/locker-go/locker/conformance/faultproxy"
 	"github.com/locker-go/locker/internal/testenv"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/adapters/zookeeper"
-	"github.com/locker-go/locker/internal/faultproxy"
+	"github.com/locker-go/locker/conformance/faultproxy"
 	"github.com/locker-go/locker/internal/testenv"
 )
 
@@ -184,7 +184,11 @@ func TestOwnerAcrossLockers(t *testing.T) {
 func TestCrashFreesEveryTTL(t *testing.T) {
 	u := testenv.URL(t, "LOCKER_TEST_ZK")
 	var crasher faultproxy.Crasher
-	p := crasher.Proxy(t, strings.Split(u.Host, ",")[0])
+	t.Cleanup(func() { _ = crasher.Close() })
+	p, err := crasher.Proxy(strings.Split(u.Host, ",")[0])
+	if err != nil {
+		t.Fatal(err)
+	}
 	pu := *u
 	pu.Host = p.Addr()
 	a, b := open(t, &pu), open(t, u)
@@ -200,7 +204,9 @@ func TestCrashFreesEveryTTL(t *testing.T) {
 		t.Cleanup(func() { _ = held.Unlock(context.Background()) })
 	}
 	crashed := time.Now()
-	crasher.Crash(t, a)
+	if err := crasher.Crash(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
 	errs := make(chan error, len(ttls))
 	for _, ttl := range ttls {
 		go func() {

@@ -13,7 +13,7 @@ import (
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/adapters/zookeeper"
 	"github.com/locker-go/locker/conformance"
-	"github.com/locker-go/locker/internal/faultproxy"
+	"github.com/locker-go/locker/conformance/faultproxy"
 	"github.com/locker-go/locker/internal/testenv"
 )
 
@@ -56,31 +56,33 @@ func root(u *url.URL) string {
 }
 
 // harness drives the server in u. With proxied, each Locker talks through
-// its own faultproxy, so Crash can cut it off.
+// its own faultproxy, so Crash can cut it off. The proxies close when t
+// ends; the suite closes the Lockers, which stops a crashed one's goroutines.
 func harness(t testing.TB, u *url.URL, proxied bool) conformance.Harness {
 	raw := rawConn(t, u)
 	var crasher faultproxy.Crasher
+	t.Cleanup(func() { _ = crasher.Close() })
 	return conformance.Harness{
-		NewLocker: func(t testing.TB) locker.Locker {
+		NewLocker: func(ctx context.Context) (locker.Locker, error) {
 			lu := *u
 			var p *faultproxy.Proxy
 			if proxied {
-				p = crasher.Proxy(t, strings.Split(u.Host, ",")[0])
+				var err error
+				if p, err = crasher.Proxy(strings.Split(u.Host, ",")[0]); err != nil {
+					return nil, err
+				}
 				lu.Host = p.Addr()
 			}
-			l, err := locker.Open(context.Background(), lu.String())
+			l, err := locker.Open(ctx, lu.String())
 			if err != nil {
-				t.Fatal(err)
+				return nil, err
 			}
 			crasher.Track(l, p)
-			return l
+			return l, nil
 		},
-		Crash: func(t testing.TB, l locker.Locker) {
-			crasher.Crash(t, l)
-			t.Cleanup(func() { _ = l.Close() }) // only stops its goroutines
-		},
-		Count: func(t testing.TB, prefix string) int {
-			return count(t, raw, root(u), prefix)
+		Crash: crasher.Crash,
+		Count: func(_ context.Context, prefix string) (int, error) {
+			return countNodes(raw, root(u), prefix)
 		},
 		FIFO: true,
 		TTL:  testTTL,
@@ -91,16 +93,25 @@ func harness(t testing.TB, u *url.URL, proxied bool) conformance.Harness {
 	}
 }
 
-// count returns the lock nodes of the keys beginning with prefix, plus one
-// for each such key's node that is left without lock nodes (a leak).
+// count is countNodes for a test, which it fails on an error.
 func count(t testing.TB, conn *zk.Conn, root, prefix string) int {
 	t.Helper()
-	keys, _, err := conn.Children(root)
-	if errors.Is(err, zk.ErrNoNode) {
-		return 0
-	}
+	n, err := countNodes(conn, root, prefix)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return n
+}
+
+// countNodes returns the lock nodes of the keys beginning with prefix, plus
+// one for each such key's node that is left without lock nodes (a leak).
+func countNodes(conn *zk.Conn, root, prefix string) (int, error) {
+	keys, _, err := conn.Children(root)
+	if errors.Is(err, zk.ErrNoNode) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
 	}
 	n := 0
 	for _, k := range keys {
@@ -111,12 +122,12 @@ func count(t testing.TB, conn *zk.Conn, root, prefix string) int {
 		switch {
 		case errors.Is(err, zk.ErrNoNode): // reaped meanwhile
 		case err != nil:
-			t.Fatal(err)
+			return 0, err
 		default:
 			n += max(1, len(children))
 		}
 	}
-	return n
+	return n, nil
 }
 
 func TestConformance(t *testing.T) {

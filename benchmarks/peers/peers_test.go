@@ -36,11 +36,13 @@ type subject struct {
 }
 
 // compare runs conformance.Bench on each subject in turn, against the same
-// server and with the same round trip, so that their figures divide.
+// server and with the same round trip, so that their figures divide. A
+// subject's clients are made on, and cleaned up with, its benchmark b.
 func compare(b *testing.B, roundTrip func(context.Context) error, subjects ...subject) {
 	for _, s := range subjects {
 		b.Run(s.name, func(b *testing.B) {
-			conformance.Bench(b, conformance.Harness{NewLocker: s.newLocker, RoundTrip: roundTrip})
+			newLocker := func(context.Context) (locker.Locker, error) { return s.newLocker(b), nil }
+			conformance.Bench(b, conformance.Harness{NewLocker: newLocker, RoundTrip: roundTrip})
 		})
 	}
 }

@@ -1,6 +1,32 @@
-// Package faultproxy is a loopback TCP proxy that tests cut to make a
-// client vanish from the network without a goodbye: no unlock, no
-// close-session, just silence, as when its process is killed.
+// Package faultproxy makes a client vanish from the network as a killed
+// process would: no unlock, no close-session, just silence. A test gives
+// each client of the backend a loopback [Proxy] to dial instead of the
+// server, and cuts it to "crash" the client.
+//
+// [Crasher] packages this for a [conformance.Harness]: its Proxy starts the
+// proxies, Track records whose they are, and its Crash method is the
+// harness's Crash. A third-party adapter's conformance test runs the crash
+// checks with it:
+//
+//	var crasher faultproxy.Crasher
+//	t.Cleanup(func() { _ = crasher.Close() })
+//	h := conformance.Harness{
+//		NewLocker: func(ctx context.Context) (locker.Locker, error) {
+//			p, err := crasher.Proxy("127.0.0.1:6379")
+//			if err != nil {
+//				return nil, err
+//			}
+//			l, err := myadapter.Dial(ctx, p.Addr()) // the client dials the proxy
+//			if err != nil {
+//				return nil, err
+//			}
+//			crasher.Track(l, p)
+//			return l, nil
+//		},
+//		Crash: crasher.Crash,
+//	}
+//
+// [conformance.Harness]: https://pkg.go.dev/github.com/locker-go/locker/conformance#Harness
 package faultproxy
 
 import (

@@ -1,0 +1,165 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/locker-go/locker"
+)
+
+// The checks of time: a lease lapses unless kept alive, and then only its
+// new owner may act on the key.
+
+func checkExpiryWithoutKeepAlive(e *env) error {
+	key := e.prefix + "k"
+	ls, err := e.clientsN(2)
+	if err != nil {
+		return err
+	}
+	a, b := ls[0], ls[1]
+	ttl := e.h.ttl()
+	start := time.Now()
+	old, err := e.tryLock(a, key, locker.WithTTL(ttl), locker.WithKeepAlive(false))
+	if err != nil {
+		return err
+	}
+	if d := old.Deadline(); d.After(time.Now().Add(ttl)) || d.Before(start) {
+		e.errorf("Deadline %v after the call began is not within its TTL %v", d.Sub(start), ttl)
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, ttl+slack)
+	defer cancel()
+	next, err := b.Lock(ctx, key)
+	if err != nil {
+		return fmt.Errorf("key not free within TTL %v + %v: %w", ttl, slack, err)
+	}
+	if err := waitDone(old, slack); err != nil {
+		return err
+	}
+	if err := old.Err(); !errors.Is(err, locker.ErrLeaseLost) {
+		e.errorf("expired lease Err = %v, want ErrLeaseLost", err)
+	}
+	if next.Fence() <= old.Fence() {
+		e.errorf("fence %d after expiry is not above the expired %d", next.Fence(), old.Fence())
+	}
+	return e.unlock(next)
+}
+
+func checkExpiryAfterCrash(e *env) error {
+	if e.h.Crash == nil {
+		return skip("Harness.Crash is nil: no way to crash a client")
+	}
+	key := e.prefix + "k"
+	ls, err := e.clientsN(2)
+	if err != nil {
+		return err
+	}
+	a, b := ls[0], ls[1]
+	ttl := e.h.ttl()
+	old, err := e.tryLock(a, key, locker.WithTTL(ttl))
+	if err != nil {
+		return err
+	}
+	if err := e.h.Crash(e.ctx, a); err != nil {
+		return fmt.Errorf("Crash: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, ttl+slack)
+	defer cancel()
+	next, err := b.Lock(ctx, key)
+	if err != nil {
+		return fmt.Errorf("key of a crashed holder not free within TTL %v + %v: %w", ttl, slack, err)
+	}
+	if next.Fence() <= old.Fence() {
+		e.errorf("fence %d after crash is not above the crashed holder's %d", next.Fence(), old.Fence())
+	}
+	return e.unlock(next)
+}
+
+func checkOwnerOnlyRelease(e *env) error {
+	key := e.prefix + "k"
+	ls, err := e.clientsN(3)
+	if err != nil {
+		return err
+	}
+	a, b, c := ls[0], ls[1], ls[2]
+	old, err := e.tryLock(a, key, locker.WithTTL(e.h.ttl()), locker.WithKeepAlive(false))
+	if err != nil {
+		return err
+	}
+	if err := waitDone(old, e.h.ttl()+slack); err != nil {
+		return err
+	}
+	next, err := e.lock(b, key)
+	if err != nil {
+		return err
+	}
+	if err := old.Unlock(e.ctx); !errors.Is(err, locker.ErrNotHeld) {
+		e.errorf("Unlock of an expired, taken-over lease = %v, want ErrNotHeld", err)
+	}
+	if err := old.Refresh(e.ctx); !errors.Is(err, locker.ErrNotHeld) {
+		e.errorf("Refresh of an expired, taken-over lease = %v, want ErrNotHeld", err)
+	}
+	if _, err := c.TryLock(e.ctx, key); !errors.Is(err, locker.ErrLocked) {
+		e.errorf("the new owner lost the key to the old one's Unlock: TryLock = %v", err)
+	}
+	if err := next.Refresh(e.ctx); err != nil {
+		e.errorf("new owner's Refresh = %v", err)
+	}
+	if err := next.Err(); err != nil {
+		e.errorf("new owner's Err = %v", err)
+	}
+	return e.unlock(next)
+}
+
+func checkKeepAlive(e *env) error {
+	key := e.prefix + "k"
+	ls, err := e.clientsN(2)
+	if err != nil {
+		return err
+	}
+	a, b := ls[0], ls[1]
+	ttl := e.h.ttl()
+	held, err := e.lock(a, key, locker.WithTTL(ttl))
+	if err != nil {
+		return err
+	}
+	end := time.Now().Add(3 * ttl)
+	tick := time.NewTicker(ttl / 4)
+	defer tick.Stop()
+	for time.Now().Before(end) {
+		<-tick.C
+		if lease, err := b.TryLock(e.ctx, key); !errors.Is(err, locker.ErrLocked) {
+			return fmt.Errorf("kept-alive key taken at %v of 3×TTL: %v, %v", time.Until(end), lease, err)
+		}
+	}
+	select {
+	case <-held.Done():
+		return fmt.Errorf("kept-alive lease ended: %v", held.Err())
+	default:
+	}
+	if !held.Deadline().After(time.Now()) {
+		e.errorf("kept-alive lease's Deadline %v is in the past", held.Deadline())
+	}
+	return e.unlock(held)
+}
+
+func checkRefreshMovesDeadline(e *env) error {
+	key := e.prefix + "k"
+	a, err := e.client()
+	if err != nil {
+		return err
+	}
+	held, err := e.tryLock(a, key, locker.WithKeepAlive(false))
+	if err != nil {
+		return err
+	}
+	before := held.Deadline()
+	if err := held.Refresh(e.ctx); err != nil {
+		return fmt.Errorf("Refresh: %w", err)
+	}
+	if after := held.Deadline(); !after.After(before) {
+		e.errorf("Deadline after Refresh %v is not after %v", after, before)
+	}
+	return e.unlock(held)
+}
