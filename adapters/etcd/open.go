@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/urlx"
 )
 
 func init() {
@@ -47,7 +47,7 @@ func Open(ctx context.Context, u *url.URL) (locker.Locker, error) {
 	}
 	client, err := clientv3.New(cfg)
 	if err != nil {
-		return nil, locker.Unavailable(fmt.Errorf("locker/etcd: connect to %s: %w", redacted(u), err))
+		return nil, locker.Unavailable(fmt.Errorf("locker/etcd: connect to %s: %w", urlx.Redact(u), err))
 	}
 	d, err := newDriver(client, append(opts, WithCloseClient())...)
 	if err != nil {
@@ -61,9 +61,9 @@ func Open(ctx context.Context, u *url.URL) (locker.Locker, error) {
 	if _, err := client.Get(rctx, d.prefix); err != nil {
 		client.Close()
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("locker/etcd: connect to %s: %w", redacted(u), ctx.Err())
+			return nil, fmt.Errorf("locker/etcd: connect to %s: %w", urlx.Redact(u), ctx.Err())
 		}
-		return nil, locker.Unavailable(fmt.Errorf("locker/etcd: connect to %s: %w", redacted(u), err))
+		return nil, locker.Unavailable(fmt.Errorf("locker/etcd: connect to %s: %w", urlx.Redact(u), err))
 	}
 	return locker.New(d), nil
 }
@@ -72,7 +72,7 @@ func Open(ctx context.Context, u *url.URL) (locker.Locker, error) {
 // errors wrap locker.ErrInvalidURL and never show the password.
 func parseURL(u *url.URL) (clientv3.Config, []Option, error) {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s: %s", locker.ErrInvalidURL, redacted(u), fmt.Sprintf(format, args...))
+		return urlx.Invalid(u, format, args...)
 	}
 	cfg := clientv3.Config{Logger: zap.NewNop()} // the client's own logging is noise to a library user
 	scheme := strings.ToLower(u.Scheme)
@@ -82,12 +82,9 @@ func parseURL(u *url.URL) (clientv3.Config, []Option, error) {
 	if u.Opaque != "" || u.Host == "" {
 		return cfg, nil, bad("no host: want etcd://host:port[,host:port]/prefix")
 	}
-	for h := range strings.SplitSeq(u.Host, ",") {
-		ep, err := endpoint(h)
-		if err != nil {
-			return cfg, nil, bad("%v", err)
-		}
-		cfg.Endpoints = append(cfg.Endpoints, ep)
+	var err error
+	if cfg.Endpoints, err = urlx.Hosts(u.Host, DefaultPort); err != nil {
+		return cfg, nil, bad("%v", err)
 	}
 	if u.User != nil {
 		cfg.Username = u.User.Username()
@@ -96,7 +93,6 @@ func parseURL(u *url.URL) (clientv3.Config, []Option, error) {
 			return cfg, nil, bad("a password needs a user name")
 		}
 	}
-	var err error
 	if cfg.TLS, cfg.DialTimeout, err = params(u.Query(), scheme == "etcds"); err != nil {
 		return cfg, nil, bad("%v", err)
 	}
@@ -144,36 +140,6 @@ func params(q url.Values, etcds bool) (*tls.Config, time.Duration, error) {
 	}
 	tc, err := tlsConfig(ca, cert, key)
 	return tc, timeout, err
-}
-
-// redacted shows u without its password. An opaque URL (etcd:user:pw@h)
-// is not shown at all: url.Redacted leaves its opaque part as it is.
-func redacted(u *url.URL) string {
-	if u.Opaque != "" {
-		return u.Scheme + ":(opaque)"
-	}
-	return u.Redacted()
-}
-
-// endpoint checks one host[:port] of the URL and adds the default port.
-func endpoint(h string) (string, error) {
-	if h == "" {
-		return "", errors.New("empty host in the host list")
-	}
-	host, port, err := net.SplitHostPort(h)
-	if err != nil {
-		host, port = strings.Trim(h, "[]"), DefaultPort
-		if strings.ContainsAny(host, "[]") || (strings.Contains(host, ":") && !strings.HasPrefix(h, "[")) {
-			return "", fmt.Errorf("host %q: %v", h, err)
-		}
-	}
-	if host == "" {
-		return "", fmt.Errorf("host %q has no host name", h)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return "", fmt.Errorf("host %q: port %q is not in 1-65535", h, port)
-	}
-	return net.JoinHostPort(host, port), nil
 }
 
 func tlsConfig(ca, cert, key string) (*tls.Config, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/urlx"
 )
 
 func init() { locker.Register("zk", open) }
@@ -29,7 +29,7 @@ type urlConfig struct {
 // Errors name the URL without its password.
 func parseURL(u *url.URL) (urlConfig, error) {
 	bad := func(format string, a ...any) (urlConfig, error) {
-		return urlConfig{}, fmt.Errorf("%w: %s: %s", locker.ErrInvalidURL, u.Redacted(), fmt.Sprintf(format, a...))
+		return urlConfig{}, urlx.Invalid(u, format, a...)
 	}
 	if !strings.EqualFold(u.Scheme, "zk") {
 		return bad("scheme is not zk")
@@ -41,17 +41,9 @@ func parseURL(u *url.URL) (urlConfig, error) {
 		return bad("a fragment means nothing here")
 	}
 	c := urlConfig{root: DefaultRoot}
-	for _, hp := range strings.Split(u.Host, ",") {
-		host, port := hp, strconv.Itoa(zk.DefaultPort)
-		if h, p, err := net.SplitHostPort(hp); err == nil {
-			host, port = h, p
-		} else if strings.Contains(hp, ":") && !strings.HasPrefix(hp, "[") {
-			return bad("server %q is not host:port", hp)
-		}
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || host == "" {
-			return bad("server %q is not host:port", hp)
-		}
-		c.servers = append(c.servers, net.JoinHostPort(strings.Trim(host, "[]"), port))
+	var err error
+	if c.servers, err = urlx.Hosts(u.Host, strconv.Itoa(zk.DefaultPort)); err != nil {
+		return bad("%v", err)
 	}
 	if u.Path != "" && u.Path != "/" {
 		if err := checkRoot(u.Path); err != nil {
@@ -100,7 +92,7 @@ func openWith(ctx context.Context, u *url.URL, opts ...Option) (*zkDriver, error
 		return nil, err
 	}
 	opts = append([]Option{WithRoot(c.root)}, opts...)
-	d := &dialer{servers: c.servers, name: u.Redacted()}
+	d := &dialer{servers: c.servers, name: urlx.Redact(u)}
 	if c.user != "" {
 		d.auth = c.user + ":" + c.password
 		opts = append(opts, WithACL(zk.DigestACL(zk.PermAll, c.user, c.password)))
@@ -125,7 +117,7 @@ func openWith(ctx context.Context, u *url.URL, opts ...Option) (*zkDriver, error
 	case errors.As(err, &auth):
 		return nil, backendErr("digest auth as "+c.user, auth.err)
 	case err != nil:
-		return nil, locker.Unavailable(fmt.Errorf("locker/zookeeper: no session with %s: %w", u.Redacted(), err))
+		return nil, locker.Unavailable(fmt.Errorf("locker/zookeeper: no session with %s: %w", urlx.Redact(u), err))
 	}
 	if c.sessionTimeout > 0 {
 		d = nil // pinned
