@@ -1,6 +1,7 @@
 package redsync
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,11 +11,9 @@ import (
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locker-go/locker"
-	"github.com/locker-go/locker/internal/lease"
-	"github.com/locker-go/locker/internal/wait"
+	"github.com/locker-go/locker/driver"
 )
 
 // Outcomes of acquireScript on one master.
@@ -24,162 +23,210 @@ const (
 	granted   = 2
 )
 
+// call is a Lock or TryLock call's state between its attempts (its
+// Request.State): how long its last attempt took, 0 before the first.
+type call struct{ last time.Duration }
+
+// Acquire makes one Redlock attempt. TTLs that leave no validity after the
+// drift allowance and a node timeout are refused before any master sees
+// them.
+func (d *redlock) Acquire(ctx context.Context, r *driver.Request) (driver.Grant, error) {
+	if r.TTL <= d.drift(r.TTL)+d.cfg.nodeTimeout {
+		return driver.Grant{}, fmt.Errorf("%w: %v leaves no validity after the drift allowance and a node timeout", locker.ErrInvalidTTL, r.TTL)
+	}
+	c, _ := r.State.(*call)
+	if c == nil {
+		c = &call{}
+		r.State = c
+	}
+	if c.last > 0 {
+		// A release wakes every waiter of every client at once. Each waits
+		// a random part of one attempt's time first, so the first of them
+		// acquires on quiet masters and the others find it held, instead
+		// of all splitting the masters between them.
+		woke := time.Now()
+		if err := sleep(ctx, rand.N(c.last)); err != nil {
+			return driver.Grant{}, err
+		}
+		if ttl, ok := d.news.takenSince(r.Key, woke); ok {
+			return driver.Grant{Retry: ttl}, nil
+		}
+	}
+	start := time.Now()
+	g, err := d.attempt(ctx, r, c.last > 0)
+	c.last = time.Since(start)
+	return g, err
+}
+
+// sleep waits t or until ctx ends, then returns ctx's error.
+func sleep(ctx context.Context, t time.Duration) error {
+	timer := time.NewTimer(t)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // attempt is one Redlock round (two when the fence must be made durable).
-// When another owner holds key it returns ErrLocked and how long until
-// enough of its records expire for a quorum to be free.
-// A waiter (waited) announces its take to the others.
-func (l *Locker) attempt(ctx context.Context, key string, o locker.Options, waited bool) (locker.Lease, time.Duration, error) {
+// When another owner holds the key it refuses, with how long until enough
+// of its records expire for a quorum to be free. A waiter (waited)
+// announces its take to the others.
+func (d *redlock) attempt(ctx context.Context, r *driver.Request, waited bool) (driver.Grant, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, 0, wait.CtxErr(ctx, key, err)
+		return driver.Grant{}, err
 	}
 	id := strconv.FormatInt(rand.Int64N(1<<53-1)+1, 10) // exact as a Lua number
+	keys := []string{d.lockKey(r.Key), d.counterKey()}
+	claim := func(ctx context.Context, fence uint64) []result[[]int64] {
+		return d.round(ctx, claimScript, keys, r.Owner, r.TTL.Milliseconds(), fence, id)
+	}
 	reentrant := "0"
-	if o.StableOwner {
+	if r.Reentrant {
 		reentrant = "1"
 	}
-	keys := []string{l.lockKey(key), l.counterKey()}
 	start := time.Now()
-	res := l.round(ctx, acquireScript, keys, o.Owner, o.TTL.Milliseconds(), id, reentrant, l.counted.Load()+1)
-	for _, r := range res {
-		if r.err == nil && len(r.v) >= 3 {
-			l.see(uint64(r.v[len(r.v)-1]))
-		}
-	}
-
-	var (
-		got, nre int               // masters where the hold is ours now; of them, re-entered
-		taken    []int             // masters held by another owner
-		holders  = map[int64]int{} // their hold's attempt id -> masters
-		pttls    []time.Duration
-		errs     []error
-		reFence  uint64   // largest recorded fence among re-entered masters
-		newFence uint64   // fence for a fresh hold: largest counter among grants
-		counted  []uint64 // what each fresh grant counted to
-	)
-	for i, r := range res {
-		if r.err != nil || len(r.v) < 3 {
-			errs = append(errs, &redsync.RedisError{Node: i, Err: orErr(r.err, errors.New("short reply"))})
-			continue
-		}
-		switch r.v[0] {
-		case refused:
-			taken = append(taken, i)
-			holders[r.v[2]]++
-			pttls = append(pttls, time.Duration(r.v[1])*time.Millisecond)
-		case reentered:
-			got++
-			nre++
-			reFence = max(reFence, uint64(r.v[1]))
-			newFence = max(newFence, uint64(r.v[2])+1)
-		case granted:
-			got++
-			counted = append(counted, uint64(r.v[1]))
-			newFence = max(newFence, uint64(r.v[1]))
-		}
-	}
-	atFence := 0 // fresh grants whose counter reached the fence
-	for _, c := range counted {
-		if c == newFence {
-			atFence++
-		}
-	}
-
-	fence, holdErr := reFence, error(nil)
-	if got >= l.quorum {
-		switch {
-		case nre >= l.quorum:
-			// Re-entry: our hold stands on a quorum. Masters that granted
-			// afresh record the hold's fence (best effort; keep-alive too).
-			if nre < got {
-				l.round(ctx, claimScript, keys, o.Owner, o.TTL.Milliseconds(), fence, id)
-			}
-		case nre == 0 && len(errs) == 0 && (atFence == len(counted) || atFence >= l.quorum && !o.StableOwner):
-			// A quorum of grants counted to the fence: it is already at or
-			// below the counter of a quorum. Every master answered, so no
-			// record holds a higher one. Records that counted lower learn
-			// the fence in the background (a random owner's claim can
-			// never touch a later hold), and a re-entry or Status reads
-			// the largest, which a quorum already has.
-			fence = newFence
-			if atFence < len(counted) {
-				l.bg.Go(func() { l.round(context.Background(), claimScript, keys, o.Owner, o.TTL.Milliseconds(), fence, id) })
-			}
-		default:
-			// Make the fence durable: raise the counters to it and count
-			// the masters where our record still stands.
-			fence = newFence
-			t := count(l.round(ctx, claimScript, keys, o.Owner, o.TTL.Milliseconds(), fence, id))
-			holdErr = l.outcome(t, t.n[1])
-			errs = append(errs, t.errs...)
-		}
-		validity := o.TTL - l.drift(o.TTL)
-		if holdErr == nil && time.Since(start) < validity {
-			ops := &held{l: l, key: key, owner: o.Owner, id: id, fence: fence, ttl: o.TTL}
-			ls, err := lease.New(l.set, lease.Config{
-				Key: key, Owner: o.Owner, Fence: fence, TTL: o.TTL, KeepAlive: o.KeepAlive,
-				Start: start, Validity: validity, Ops: ops,
-			})
-			if err != nil {
-				return nil, 0, err
-			}
+	res := d.round(ctx, acquireScript, keys, r.Owner, r.TTL.Milliseconds(), id, reentrant, d.counted.Load()+1)
+	v := d.sortReplies(res)
+	if v.got >= d.quorum {
+		fence, err := d.fence(ctx, &v, r.Reentrant, claim)
+		if validity := r.TTL - d.drift(r.TTL); err == nil && time.Since(start) < validity {
 			if waited {
-				l.announceTake(key, id, o.TTL, fence)
+				d.announceTake(r.Key, id, r.TTL, fence)
 			}
-			return ls, 0, nil
+			h := &held{d: d, key: r.Key, owner: r.Owner, id: id, fence: fence, ttl: r.TTL}
+			// Valid TTL − drift from the round's start: TTL − elapsed − drift from now.
+			return driver.Grant{Hold: h, Fence: fence, Start: start, Validity: validity}, nil
 		}
 	}
-
 	// Failed: take the attempt back on every master that granted or did
 	// not answer (its grant may have landed). A definite refusal wrote
 	// nothing, so those are spared the round trip. Only the undo of a
 	// quorum is announced: a minority freed nobody.
-	l.undo(key, o.Owner, id, res, got >= l.quorum)
-	if got+len(taken) < l.quorum {
-		err := locker.Unavailable(fmt.Errorf("redlock: %d of %d masters answered, %d needed: %w",
-			got+len(taken), len(l.masters), l.quorum, errors.Join(errs...)))
-		return nil, 0, wait.CtxErr(ctx, key, err)
+	d.undo(r.Key, r.Owner, id, res, v.got >= d.quorum)
+	if v.got+len(v.taken) < d.quorum {
+		return driver.Grant{}, locker.Unavailable(fmt.Errorf("redlock: %d of %d masters answered, %d needed: %w",
+			v.got+len(v.taken), len(d.masters), d.quorum, errors.Join(v.errs...)))
 	}
-	retry := l.fallback(got, pttls)
+	return driver.Grant{Retry: d.retryIn(r.Key, &v, time.Since(start))}, nil
+}
+
+// votes sorts the masters' replies to an acquire round.
+type votes struct {
+	got, nre int             // masters where the hold is ours now; of them, re-entered
+	taken    []int           // masters held by another owner
+	holders  map[int64]int   // their hold's attempt id -> masters
+	pttls    []time.Duration // their records' remaining TTLs
+	errs     []error         // masters that did not answer
+	reFence  uint64          // largest recorded fence among re-entered masters
+	newFence uint64          // fence for a fresh hold: largest counter among grants
+	counted  []uint64        // what each fresh grant counted to
+}
+
+// sortReplies sorts the replies of an acquire round, and notes the
+// largest fence counter they show.
+func (d *redlock) sortReplies(res []result[[]int64]) votes {
+	v := votes{holders: map[int64]int{}}
+	for i, r := range res {
+		if r.err != nil || len(r.v) < 3 {
+			v.errs = append(v.errs, &redsync.RedisError{Node: i, Err: cmp.Or(r.err, errors.New("short reply"))})
+			continue
+		}
+		d.see(uint64(r.v[len(r.v)-1]))
+		switch r.v[0] {
+		case refused:
+			v.taken = append(v.taken, i)
+			v.holders[r.v[2]]++
+			v.pttls = append(v.pttls, time.Duration(r.v[1])*time.Millisecond)
+		case reentered:
+			v.got++
+			v.nre++
+			v.reFence = max(v.reFence, uint64(r.v[1]))
+			v.newFence = max(v.newFence, uint64(r.v[2])+1)
+		case granted:
+			v.got++
+			v.counted = append(v.counted, uint64(r.v[1]))
+			v.newFence = max(v.newFence, uint64(r.v[1]))
+		}
+	}
+	return v
+}
+
+// fence settles the fence of a hold granted by a quorum, claiming it on
+// the masters through claim where needed; an error if it could not be
+// made durable.
+func (d *redlock) fence(ctx context.Context, v *votes, reentrant bool, claim func(context.Context, uint64) []result[[]int64]) (uint64, error) {
+	atFence := 0 // fresh grants whose counter reached the fence
+	for _, c := range v.counted {
+		if c == v.newFence {
+			atFence++
+		}
+	}
+	switch {
+	case v.nre >= d.quorum:
+		// Re-entry: our hold stands on a quorum. Masters that granted
+		// afresh record the hold's fence (best effort; keep-alive too).
+		if v.nre < v.got {
+			claim(ctx, v.reFence)
+		}
+		return v.reFence, nil
+	case v.nre == 0 && len(v.errs) == 0 && (atFence == len(v.counted) || atFence >= d.quorum && !reentrant):
+		// A quorum of grants counted to the fence: it is already at or
+		// below the counter of a quorum. Every master answered, so no
+		// record holds a higher one. Records that counted lower learn the
+		// fence in the background (a random owner's claim can never touch
+		// a later hold), and a re-entry or Status reads the largest, which
+		// a quorum already has.
+		if atFence < len(v.counted) {
+			d.bg.Go(func() { claim(context.Background(), v.newFence) })
+		}
+		return v.newFence, nil
+	default:
+		// Make the fence durable: raise the counters to it and count the
+		// masters where our record still stands.
+		t := count(claim(ctx, v.newFence))
+		v.errs = append(v.errs, t.errs...)
+		return v.newFence, d.outcome(t, t.n[1])
+	}
+}
+
+// retryIn is how long a refused attempt's waiter may wait without a
+// notification: until enough of the holders' records have expired for a
+// quorum to be free.
+func (d *redlock) retryIn(key string, v *votes, took time.Duration) time.Duration {
+	var retry time.Duration // a split vote, or time ran out: try again at once
+	if need := d.quorum - v.got; need > 0 && need <= len(v.pttls) {
+		slices.Sort(v.pttls)
+		retry = max(v.pttls[need-1], 0)
+	}
 	most := 0
-	for a, n := range holders {
+	for a, n := range v.holders {
 		most = max(most, n)
-		if l.news.announced(key, strconv.FormatInt(a, 10)) {
+		if d.news.announced(key, strconv.FormatInt(a, 10)) {
 			// Its release was heard from some masters and is still on its
 			// way to these; their copies of it will be dropped as heard.
 			retry = 0
 		}
 	}
-	if most+len(errs) < l.quorum {
+	if most+len(v.errs) < d.quorum {
 		// A split vote: contenders, us among them, each got a minority
 		// and took it back. Nobody will announce a release, so retry
 		// after a random pause that lets one of them go first.
-		retry = time.Duration(rand.Int64N(int64(2*time.Since(start)) + 1))
+		retry = time.Duration(rand.Int64N(int64(2*took) + 1))
 	}
-	return nil, retry, fmt.Errorf("%w: %q: %w", locker.ErrLocked, key, &redsync.ErrTaken{Nodes: taken})
+	return retry
 }
 
-// see raises the largest counter value this Locker has seen.
-func (l *Locker) see(c uint64) {
+// see raises the largest counter value this driver has seen.
+func (d *redlock) see(c uint64) {
 	for {
-		old := l.counted.Load()
-		if c <= old || l.counted.CompareAndSwap(old, c) {
+		old := d.counted.Load()
+		if c <= old || d.counted.CompareAndSwap(old, c) {
 			return
 		}
 	}
-}
-
-// fallback is how long a waiter may sleep without a notification: until
-// enough of the holders' records have expired for a quorum to be free.
-func (l *Locker) fallback(got int, pttls []time.Duration) time.Duration {
-	need := l.quorum - got // expirations still needed
-	if need <= 0 || need > len(pttls) {
-		return 0 // a split vote, or time ran out: try again at once
-	}
-	slices.Sort(pttls)
-	if d := pttls[need-1]; d > 0 {
-		return d
-	}
-	return 0
 }
 
 // undo drops the failed attempt's hold wherever it may have landed: on
@@ -188,27 +235,11 @@ func (l *Locker) fallback(got int, pttls []time.Duration) time.Duration {
 // masters that do not answer are tried again in the background: the hold
 // is named by the attempt id, so a second drop is harmless and never takes
 // a newer hold.
-func (l *Locker) undo(key, owner, id string, res []result[[]int64], announce bool) {
-	keys := []string{l.lockKey(key)}
+func (d *redlock) undo(key, owner, id string, res []result[[]int64], announce bool) {
 	channel := ""
 	if announce {
-		channel = l.channel(key)
+		channel = d.channel(key)
 	}
-	done := each(context.Background(), l, l.cfg.nodeTimeout, func(ctx context.Context, i int, c goredis.UniversalClient) ([]int64, error) {
-		if res[i].err == nil && res[i].v[0] == refused {
-			return nil, nil
-		}
-		return releaseScript.Run(ctx, c, keys, owner, channel, id).Int64Slice()
-	})
-	if failed := failedMasters(done); len(failed) > 0 {
-		l.bg.Go(func() { l.retry(failed, releaseScript, keys, owner, channel, id) })
-	}
-}
-
-// orErr is err, or alt when err is nil.
-func orErr(err, alt error) error {
-	if err != nil {
-		return err
-	}
-	return alt
+	d.release(context.Background(), func(i int) bool { return res[i].err != nil || res[i].v[0] != refused },
+		[]string{d.lockKey(key)}, owner, channel, id)
 }

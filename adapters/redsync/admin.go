@@ -20,22 +20,12 @@ import (
 // than the node timeout, as a SCAN may take a while, yet bounded.
 const adminTimeout = 5 * time.Second
 
-// record is one master's lock record.
-type record struct {
-	owner        string
-	holds, fence int64
-	pttl         time.Duration
-}
-
 // Status returns the owner that holds key on a quorum of masters, or
 // ErrNotHeld.
-func (l *Locker) Status(ctx context.Context, key string) (locker.LockInfo, error) {
-	if err := l.set.CheckKey(key); err != nil {
-		return locker.LockInfo{}, err
-	}
+func (d *redlock) Status(ctx context.Context, key string) (locker.LockInfo, error) {
 	now := time.Now()
-	res := each(ctx, l, adminTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) (*record, error) {
-		v, err := statusScript.Run(ctx, c, []string{l.lockKey(key)}).Slice()
+	res := each(ctx, d, adminTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) (*locker.LockInfo, error) {
+		v, err := statusScript.Run(ctx, c, []string{d.lockKey(key)}).Slice()
 		if err != nil || len(v) < 4 {
 			return nil, err
 		}
@@ -46,53 +36,48 @@ func (l *Locker) Status(ctx context.Context, key string) (locker.LockInfo, error
 		h, _ := v[1].(string)
 		f, _ := v[2].(string)
 		p, _ := v[3].(int64)
-		r := &record{owner: owner, pttl: time.Duration(p) * time.Millisecond}
-		r.holds, _ = strconv.ParseInt(h, 10, 64)
-		r.fence, _ = strconv.ParseInt(f, 10, 64)
-		return r, nil
+		info := &locker.LockInfo{Key: key, Owner: owner, Expires: now.Add(time.Duration(p) * time.Millisecond)}
+		info.Holds, _ = strconv.Atoi(h)
+		info.Fence, _ = strconv.ParseUint(f, 10, 64)
+		return info, nil
 	})
-	byOwner := map[string][]*record{}
-	answered := 0
+	byOwner := map[string][]*locker.LockInfo{}
 	var errs []error
 	for i, r := range res {
-		if r.err != nil {
+		switch {
+		case r.err != nil:
 			errs = append(errs, &redsync.RedisError{Node: i, Err: r.err})
-			continue
-		}
-		answered++
-		if r.v != nil {
-			byOwner[r.v.owner] = append(byOwner[r.v.owner], r.v)
+		case r.v != nil:
+			byOwner[r.v.Owner] = append(byOwner[r.v.Owner], r.v)
 		}
 	}
-	for owner, recs := range byOwner {
-		if len(recs) < l.quorum {
-			continue
+	for _, recs := range byOwner {
+		if len(recs) >= d.quorum {
+			return merge(recs, d.quorum), nil
 		}
-		info := locker.LockInfo{Key: key, Owner: owner}
-		var ttls []time.Duration
-		for _, r := range recs {
-			info.Fence = max(info.Fence, uint64(r.fence))
-			info.Holds = max(info.Holds, int(r.holds))
-			ttls = append(ttls, r.pttl)
-		}
-		// The lock lapses when fewer than a quorum of records remain.
-		slices.Sort(ttls)
-		info.Expires = now.Add(ttls[len(ttls)-l.quorum])
-		return info, nil
 	}
-	if answered < l.quorum {
+	if len(res)-len(errs) < d.quorum {
 		return locker.LockInfo{}, locker.Unavailable(errors.Join(errs...))
 	}
 	return locker.LockInfo{}, fmt.Errorf("%w: %q", locker.ErrNotHeld, key)
 }
 
-// List returns the locks held on a quorum whose keys begin with prefix.
-func (l *Locker) List(ctx context.Context, prefix string) ([]locker.LockInfo, error) {
-	if err := l.set.Check(); err != nil {
-		return nil, err
+// merge is the lock that recs, a quorum or more of one owner's records,
+// make: the largest fence and hold count, and it lapses when fewer than a
+// quorum of the records remain.
+func merge(recs []*locker.LockInfo, quorum int) locker.LockInfo {
+	slices.SortFunc(recs, func(a, b *locker.LockInfo) int { return a.Expires.Compare(b.Expires) })
+	info := *recs[len(recs)-quorum]
+	for _, r := range recs {
+		info.Fence, info.Holds = max(info.Fence, r.Fence), max(info.Holds, r.Holds)
 	}
-	match := rediskey.MatchPrefix(l.lockKey(prefix))
-	res := each(ctx, l, adminTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) ([]string, error) {
+	return info
+}
+
+// List returns the locks held on a quorum whose keys begin with prefix.
+func (d *redlock) List(ctx context.Context, prefix string) ([]locker.LockInfo, error) {
+	match := rediskey.MatchPrefix(d.lockKey(prefix))
+	res := each(ctx, d, adminTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) ([]string, error) {
 		return rediskey.Scan(ctx, c, match)
 	})
 	seen := map[string]bool{}
@@ -103,24 +88,22 @@ func (l *Locker) List(ctx context.Context, prefix string) ([]locker.LockInfo, er
 			continue
 		}
 		for _, k := range r.v {
-			seen[strings.TrimPrefix(k, l.lockKey(""))] = true
+			seen[strings.TrimPrefix(k, d.lockKey(""))] = true
 		}
 	}
-	if len(res)-len(errs) < l.quorum {
+	if len(res)-len(errs) < d.quorum {
 		return nil, locker.Unavailable(errors.Join(errs...))
 	}
-	keys := make([]string, 0, len(seen))
-	for k := range seen {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
 	var list []locker.LockInfo
-	for _, k := range keys {
-		info, err := l.Status(ctx, k)
+	for k := range seen {
+		if locker.ValidateKey(k) != nil {
+			continue // no Locker could have taken it
+		}
+		info, err := d.Status(ctx, k)
 		switch {
 		case err == nil:
 			list = append(list, info)
-		case !errors.Is(err, locker.ErrNotHeld) && !errors.Is(err, locker.ErrInvalidKey):
+		case !errors.Is(err, locker.ErrNotHeld):
 			return nil, err
 		}
 	}
@@ -130,18 +113,15 @@ func (l *Locker) List(ctx context.Context, prefix string) ([]locker.LockInfo, er
 // ForceUnlock deletes key's record on every master and publishes the
 // release. The holder's next keep-alive finds its records gone on a quorum
 // and reports the lease lost.
-func (l *Locker) ForceUnlock(ctx context.Context, key string) error {
-	if err := l.set.CheckKey(key); err != nil {
-		return err
-	}
-	res := each(ctx, l, adminTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) ([]int64, error) {
-		return forceScript.Run(ctx, c, []string{l.lockKey(key)}, l.channel(key)).Int64Slice()
+func (d *redlock) ForceUnlock(ctx context.Context, key string) error {
+	res := each(ctx, d, adminTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) ([]int64, error) {
+		return forceScript.Run(ctx, c, []string{d.lockKey(key)}, d.channel(key)).Int64Slice()
 	})
 	t := count(res)
 	if t.n[1] > 0 {
 		return nil
 	}
-	if len(t.errs) > len(l.masters)-l.quorum {
+	if len(t.errs) > len(d.masters)-d.quorum {
 		return locker.Unavailable(errors.Join(t.errs...))
 	}
 	return fmt.Errorf("%w: %q", locker.ErrNotHeld, key)

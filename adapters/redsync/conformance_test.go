@@ -121,7 +121,7 @@ func BenchmarkConformance(b *testing.B) {
 	h := harness(b)
 	h.NewLocker = func(context.Context) (locker.Locker, error) {
 		l, _ := plainLocker(b)
-		return l, nil
+		return l.Locker, nil
 	}
 	conformance.Bench(b, h)
 }
@@ -135,14 +135,13 @@ func BenchmarkRound(b *testing.B) {
 	for i, a := range addrs {
 		clients[i] = ping(a)
 	}
-	ll, err := New(clients)
+	d, err := newDriver(clients)
 	if err != nil {
 		b.Fatal(err)
 	}
-	l := ll.(*Locker)
 	ctx := context.Background()
 	for b.Loop() {
-		for i, r := range each(ctx, l, time.Second, func(ctx context.Context, _ int, c goredis.UniversalClient) (string, error) {
+		for i, r := range each(ctx, d, time.Second, func(ctx context.Context, _ int, c goredis.UniversalClient) (string, error) {
 			return c.Ping(ctx).Result()
 		}) {
 			if r.err != nil {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/locker-go/locker"
 )
 
 // uniqueKey is a key no other test, here or in another package, uses.
@@ -17,9 +19,25 @@ func uniqueKey(t testing.TB, name string) string {
 	return fmt.Sprintf("review/%s/%s/%d", t.Name(), name, time.Now().UnixNano())
 }
 
+// testLocker is a Locker and the driver under it, for tests that look
+// inside. Close is ambiguous between the two: call it on Locker.
+type testLocker struct {
+	locker.Locker
+	*redlock
+}
+
+// newTestLocker is New, keeping hold of the driver.
+func newTestLocker(clients []goredis.UniversalClient, opts ...Option) (*testLocker, error) {
+	d, err := newDriver(clients, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &testLocker{locker.New(d), d}, nil
+}
+
 // plainLocker is a Locker over the shared masters, dialled directly, and
 // the raw clients it uses.
-func plainLocker(t testing.TB) (*Locker, []goredis.UniversalClient) {
+func plainLocker(t testing.TB) (*testLocker, []goredis.UniversalClient) {
 	t.Helper()
 	addrs := masterAddrs(t)
 	clients := make([]goredis.UniversalClient, len(addrs))
@@ -28,17 +46,17 @@ func plainLocker(t testing.TB) (*Locker, []goredis.UniversalClient) {
 		t.Cleanup(func() { _ = c.Close() })
 		clients[i] = c
 	}
-	l, err := New(clients, WithNodeTimeout(suiteNodeTimeout))
+	l, err := newTestLocker(clients, WithNodeTimeout(suiteNodeTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = l.Close() })
-	return l.(*Locker), clients
+	t.Cleanup(func() { _ = l.Locker.Close() })
+	return l, clients
 }
 
 // masterRecord reads key's record on one master: owner, holds and PTTL;
 // owner is "" when there is none.
-func masterRecord(t testing.TB, l *Locker, c goredis.UniversalClient, key string) (owner string, holds int64, pttl time.Duration) {
+func masterRecord(t testing.TB, l *testLocker, c goredis.UniversalClient, key string) (owner string, holds int64, pttl time.Duration) {
 	t.Helper()
 	v, err := statusScript.Run(context.Background(), c, []string{l.lockKey(key)}).Slice()
 	if err != nil {

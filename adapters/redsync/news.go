@@ -11,7 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// news is what a Locker heard on the keys it waits for. Every master
+// news is what a driver heard on the keys it waits for. Every master
 // sends its copy of each message; news makes them count once.
 //
 // Two kinds of message travel on a key's channel: a release, "<id> <f>",
@@ -121,10 +121,10 @@ func takePayload(id string, ttl time.Duration, fence uint64) string {
 // announceTake tells the other waiters for key that the hold id took it,
 // in the background: it is a hint that saves them work, never needed for
 // correctness, so the Lock that took the key does not wait for it.
-func (l *Locker) announceTake(key, id string, ttl time.Duration, fence uint64) {
+func (d *redlock) announceTake(key, id string, ttl time.Duration, fence uint64) {
 	payload := takePayload(id, ttl, fence)
-	channel := l.channel(key)
-	go each(context.Background(), l, l.cfg.nodeTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) (struct{}, error) {
+	channel := d.channel(key)
+	go each(context.Background(), d, d.cfg.nodeTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) (struct{}, error) {
 		return struct{}{}, c.Publish(ctx, channel, payload).Err()
 	})
 }

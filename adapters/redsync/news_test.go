@@ -11,7 +11,7 @@ import (
 
 // publishAll publishes payload on key's channel on every master, in turn,
 // each returning only after its master has delivered it.
-func publishAll(t *testing.T, l *Locker, clients []goredis.UniversalClient, key, payload string) {
+func publishAll(t *testing.T, l *testLocker, clients []goredis.UniversalClient, key, payload string) {
 	t.Helper()
 	for i, c := range clients {
 		if err := c.Publish(context.Background(), l.channel(key), payload).Err(); err != nil {

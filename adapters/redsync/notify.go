@@ -15,7 +15,7 @@ import (
 	"github.com/locker-go/locker"
 )
 
-// master is one Redis master and this Locker's subscription connection to it.
+// master is one Redis master and the driver's subscription connection to it.
 type master struct {
 	client goredis.UniversalClient
 
@@ -23,33 +23,41 @@ type master struct {
 	ps   *goredis.PubSub
 	mu   sync.Mutex
 	// last is, per channel, closed when the last (un)subscribe call sent
-	// for it has returned: the next waits for it, so the calls for one
-	// channel reach the connection in the order they were made, however
-	// late a goroutine runs (a late UNSUBSCRIBE would drop a newer
-	// subscription).
+	// for it has returned: the next waits for it, so one channel's calls
+	// reach the connection in the order they were made, however late a
+	// goroutine runs (a late UNSUBSCRIBE would drop a newer subscription).
 	last map[string]chan struct{}
-	// expect is, per channel, the confirmations still due, in the order
-	// the calls were sent; a SUBSCRIBE's entry holds the chan its
-	// confirmation closes, so a late confirmation of an earlier call is
+	// expect is, per channel, the calls whose confirmation is due, in the
+	// order they were sent, so a late confirmation of an earlier call is
 	// never taken for a newer one's.
-	expect map[string][]chan struct{}
+	expect map[string][]*subCall
 	// beforeOp, set by a test before first use, runs before each
 	// (un)subscribe call, to stand in for a goroutine the scheduler runs late.
-	beforeOp func(master int, op, channel string)
-	quit     chan struct{} // closed by stop
-	done     chan struct{} // closed when read returns
+	beforeOp   func(master int, op, channel string)
+	quit, done chan struct{} // closed by stop; when read returns
+}
+
+// subCall is one (un)subscribe call on one master; a SUBSCRIBE's outcome
+// goes to replies.
+type subCall struct {
+	i       int
+	replies chan<- subReply // nil for an UNSUBSCRIBE
+}
+
+// subReply is the outcome of master i's SUBSCRIBE: nil once confirmed.
+type subReply struct {
+	i   int
+	err error
 }
 
 // start opens the subscription connection and its reader on first use.
 // It reports false once stop has run.
-func (m *master) start(l *Locker) bool {
+func (m *master) start(d *redlock) bool {
 	m.once.Do(func() {
 		m.ps = m.client.Subscribe(context.Background())
-		m.last = map[string]chan struct{}{}
-		m.expect = map[string][]chan struct{}{}
-		m.quit = make(chan struct{})
-		m.done = make(chan struct{})
-		go m.read(l)
+		m.last, m.expect = map[string]chan struct{}{}, map[string][]*subCall{}
+		m.quit, m.done = make(chan struct{}), make(chan struct{})
+		go m.read(d)
 	})
 	return m.ps != nil
 }
@@ -64,13 +72,11 @@ func (m *master) stop() {
 	}
 }
 
-// send queues a SUBSCRIBE (confirmed non-nil, closed on its confirmation)
-// or an UNSUBSCRIBE of channel behind the calls for it already queued;
-// failed receives the error of a call that could not be sent.
-func (m *master) send(i int, channel string, confirmed chan struct{}, failed chan<- error) {
+// send queues c, a SUBSCRIBE or an UNSUBSCRIBE of channel, behind the
+// calls for it already queued.
+func (m *master) send(channel string, c *subCall) {
 	m.mu.Lock()
-	prev := m.last[channel]
-	mine := make(chan struct{})
+	prev, mine := m.last[channel], make(chan struct{})
 	m.last[channel] = mine
 	m.mu.Unlock()
 	go func() {
@@ -85,49 +91,46 @@ func (m *master) send(i int, channel string, confirmed chan struct{}, failed cha
 		if prev != nil {
 			<-prev
 		}
-		op, call := "unsubscribe", m.ps.Unsubscribe
-		if confirmed != nil {
-			op, call = "subscribe", m.ps.Subscribe
+		op, do := "unsubscribe", m.ps.Unsubscribe
+		if c.replies != nil {
+			op, do = "subscribe", m.ps.Subscribe
 		}
 		if m.beforeOp != nil {
-			m.beforeOp(i, op, channel)
+			m.beforeOp(c.i, op, channel)
 		}
 		m.mu.Lock()
-		m.expect[channel] = append(m.expect[channel], confirmed)
+		m.expect[channel] = append(m.expect[channel], c)
 		m.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
 		defer cancel()
-		if err := call(ctx, channel); err != nil {
-			m.mu.Lock()
-			m.expect[channel] = slices.DeleteFunc(m.expect[channel], func(c chan struct{}) bool { return c == confirmed })
-			if len(m.expect[channel]) == 0 {
-				delete(m.expect, channel)
-			}
-			m.mu.Unlock()
-			if failed != nil {
-				failed <- err
-			}
+		if err := do(ctx, channel); err != nil {
+			m.settle(channel, c, err)
 		}
 	}()
 }
 
-// confirm takes the confirmation of kind for channel: it completes the
-// oldest call still due. It reports false for one nobody sent, which comes
-// from go-redis resubscribing after a reconnect.
-func (m *master) confirm(channel, kind string) bool {
+// settle takes c off the calls due for channel (nil: the oldest, on a
+// confirmation) and reports err to its caller. It reports false if no
+// call was due, as for the confirmations of go-redis resubscribing after
+// a reconnect.
+func (m *master) settle(channel string, c *subCall, err error) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	q := m.expect[channel]
-	if len(q) == 0 {
+	i := 0
+	if c != nil {
+		i = slices.Index(q, c)
+	}
+	if i < 0 || i >= len(q) {
 		return false
 	}
-	if len(q) == 1 {
+	if c = q[i]; len(q) == 1 {
 		delete(m.expect, channel)
 	} else {
-		m.expect[channel] = q[1:]
+		m.expect[channel] = slices.Delete(q, i, i+1)
 	}
-	if q[0] != nil && kind == "subscribe" {
-		close(q[0])
+	if c.replies != nil {
+		c.replies <- subReply{c.i, err}
 	}
 	return true
 }
@@ -136,9 +139,9 @@ func (m *master) confirm(channel, kind string) bool {
 // and SUBSCRIBE confirmations complete notifier.Subscribe. A confirmation
 // nobody sent comes from go-redis resubscribing after a reconnect;
 // releases may have been missed meanwhile, so the key's waiters re-try.
-func (m *master) read(l *Locker) {
+func (m *master) read(d *redlock) {
 	defer close(m.done)
-	prefix := l.channel("")
+	prefix := d.channel("")
 	backoff := 10 * time.Millisecond
 	for {
 		msg, err := m.ps.Receive(context.Background())
@@ -146,9 +149,9 @@ func (m *master) read(l *Locker) {
 			return
 		}
 		if err != nil { // master down: go-redis redials on the next Receive
-			// The confirmations due on the lost connection never come.
-			// Their callers time out on this master; none is completed
-			// by a later, unrelated confirmation.
+			// The confirmations due on the lost connection never come:
+			// their callers time out on this master, and none is
+			// completed by a later, unrelated confirmation.
 			m.mu.Lock()
 			clear(m.expect)
 			m.mu.Unlock()
@@ -163,23 +166,28 @@ func (m *master) read(l *Locker) {
 		backoff = 10 * time.Millisecond
 		switch msg := msg.(type) {
 		case *goredis.Message:
-			if key := strings.TrimPrefix(msg.Channel, prefix); l.news.heard(key, msg.Payload) {
-				l.hub.Notify(key)
+			if key := strings.TrimPrefix(msg.Channel, prefix); d.news.heard(key, msg.Payload) {
+				d.hub.Notify(key)
 			}
 		case *goredis.Subscription:
-			if msg.Kind != "subscribe" && msg.Kind != "unsubscribe" {
+			var err error // a SUBSCRIBE confirmed as an UNSUBSCRIBE failed
+			switch msg.Kind {
+			case "unsubscribe":
+				err = errors.New("unsubscribe confirmed")
+			case "subscribe":
+			default:
 				continue
 			}
-			if !m.confirm(msg.Channel, msg.Kind) && msg.Kind == "subscribe" {
-				l.hub.Notify(strings.TrimPrefix(msg.Channel, prefix))
+			if !m.settle(msg.Channel, nil, err) && err == nil {
+				d.hub.Notify(strings.TrimPrefix(msg.Channel, prefix))
 			}
 		}
 	}
 }
 
-// notifier is the wait.Channel of a Locker: one key's release channel on
+// notifier is the wait.Channel of a driver: one key's release channel on
 // every master.
-type notifier struct{ l *Locker }
+type notifier struct{ d *redlock }
 
 // subscribeTimeout bounds the wait for a quorum of SUBSCRIBE
 // confirmations; a first subscription also dials the connection.
@@ -190,66 +198,48 @@ const subscribeTimeout = time.Second
 // quorums share a master, so no release after it returns goes unheard.
 // The other masters' calls go on in the background.
 func (n notifier) Subscribe(ctx context.Context, key string) error {
-	l := n.l
-	channel := l.channel(key)
-	for _, m := range l.masters {
-		if !m.start(l) {
+	d := n.d
+	for _, m := range d.masters {
+		if !m.start(d) {
 			return locker.ErrClosed
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, max(l.cfg.nodeTimeout, subscribeTimeout))
+	ctx, cancel := context.WithTimeout(ctx, max(d.cfg.nodeTimeout, subscribeTimeout))
 	defer cancel()
-	type reply struct {
-		i   int
-		err error
-	}
-	results := make(chan reply, len(l.masters))
-	for i, m := range l.masters {
-		confirmed, failed := make(chan struct{}), make(chan error, 1)
-		m.send(i, channel, confirmed, failed)
-		go func() {
-			var err error
-			select {
-			case <-confirmed:
-			case err = <-failed:
-			case <-ctx.Done():
-				err = ctx.Err()
-			}
-			results <- reply{i, err}
-		}()
+	replies := make(chan subReply, len(d.masters)) // one each at most: never blocks
+	for i, m := range d.masters {
+		m.send(d.channel(key), &subCall{i, replies})
 	}
 	ok := 0
 	var errs []error
-wait:
-	for len(errs) <= len(l.masters)-l.quorum {
+	for ok < d.quorum && len(errs) <= len(d.masters)-d.quorum && ctx.Err() == nil {
 		select {
-		case r := <-results:
-			if r.err != nil {
+		case r := <-replies:
+			if r.err == nil {
+				ok++
+			} else {
 				errs = append(errs, &redsync.RedisError{Node: r.i, Err: r.err})
-				continue
-			}
-			if ok++; ok >= l.quorum {
-				return nil
 			}
 		case <-ctx.Done():
 			errs = append(errs, ctx.Err())
-			break wait
 		}
+	}
+	if ok >= d.quorum {
+		return nil
 	}
 	n.Unsubscribe(key)
 	return locker.Unavailable(fmt.Errorf("redlock: %d of %d masters confirmed the subscription, %d needed: %w",
-		ok, len(l.masters), l.quorum, errors.Join(errs...)))
+		ok, len(d.masters), d.quorum, errors.Join(errs...)))
 }
 
 // Unsubscribe queues an unsubscribe on every master without waiting: a
 // later Subscribe of the key is sent after it on each master all the same.
 func (n notifier) Unsubscribe(key string) {
-	l := n.l
-	defer l.news.forget(key)
-	channel := l.channel(key)
-	for i, m := range l.masters {
-		if m.start(l) {
-			m.send(i, channel, nil, nil)
+	d := n.d
+	defer d.news.forget(key)
+	for i, m := range d.masters {
+		if m.start(d) {
+			m.send(d.channel(key), &subCall{i: i})
 		}
 	}
 }

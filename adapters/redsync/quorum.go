@@ -20,35 +20,32 @@ type result[T any] struct {
 	err error
 }
 
-// each runs fn on every master of l in parallel and returns once all
+// each runs fn on every master of d in parallel and returns once all
 // answered or timeout passed; a master that did not answer in time gets
 // errNoAnswer. Stragglers finish in the background, their replies dropped.
-func each[T any](ctx context.Context, l *Locker, timeout time.Duration, fn func(ctx context.Context, i int, c goredis.UniversalClient) (T, error)) []result[T] {
+func each[T any](ctx context.Context, d *redlock, timeout time.Duration, fn func(ctx context.Context, i int, c goredis.UniversalClient) (T, error)) []result[T] {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	type reply struct {
 		i int
 		r result[T]
 	}
-	ch := make(chan reply, len(l.masters))
-	for i, m := range l.masters {
+	ch := make(chan reply, len(d.masters))
+	for i, m := range d.masters {
 		go func() {
 			v, err := fn(ctx, i, m.client)
 			ch <- reply{i, result[T]{v, err}}
 		}()
 	}
-	res := make([]result[T], len(l.masters))
-	answered := make([]bool, len(l.masters))
-	for range l.masters {
+	res := make([]result[T], len(d.masters))
+	for i := range res {
+		res[i].err = errNoAnswer
+	}
+	for range d.masters {
 		select {
 		case r := <-ch:
-			res[r.i], answered[r.i] = r.r, true
+			res[r.i] = r.r
 		case <-ctx.Done():
-			for i := range res {
-				if !answered[i] {
-					res[i].err = errNoAnswer
-				}
-			}
 			return res
 		}
 	}
@@ -56,8 +53,17 @@ func each[T any](ctx context.Context, l *Locker, timeout time.Duration, fn func(
 }
 
 // round runs a script whose reply is a list of integers on every master.
-func (l *Locker) round(ctx context.Context, s *goredis.Script, keys []string, args ...any) []result[[]int64] {
-	return each(ctx, l, l.cfg.nodeTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) ([]int64, error) {
+func (d *redlock) round(ctx context.Context, s *goredis.Script, keys []string, args ...any) []result[[]int64] {
+	return d.roundOn(ctx, nil, s, keys, args...)
+}
+
+// roundOn is round on the masters that which picks (nil: all); the others
+// reply nil.
+func (d *redlock) roundOn(ctx context.Context, which func(int) bool, s *goredis.Script, keys []string, args ...any) []result[[]int64] {
+	return each(ctx, d, d.cfg.nodeTimeout, func(ctx context.Context, i int, c goredis.UniversalClient) ([]int64, error) {
+		if which != nil && !which(i) {
+			return nil, nil
+		}
 		v, err := s.Run(ctx, c, keys, args...).Int64Slice()
 		if err == nil && len(v) == 0 {
 			err = errors.New("empty script reply")
@@ -88,12 +94,12 @@ func count(res []result[[]int64]) tally {
 // outcome turns a round on records we must own into nil (a quorum of
 // them answered ok), ErrNotHeld (too many are not ours for a quorum), or
 // ErrUnavailable wrapping the node errors.
-func (l *Locker) outcome(t tally, ok int) error {
-	notOurs := len(l.masters) - ok - len(t.errs)
+func (d *redlock) outcome(t tally, ok int) error {
+	notOurs := len(d.masters) - ok - len(t.errs)
 	switch {
-	case ok >= l.quorum:
+	case ok >= d.quorum:
 		return nil
-	case notOurs > len(l.masters)-l.quorum:
+	case notOurs > len(d.masters)-d.quorum:
 		return locker.ErrNotHeld
 	default:
 		return locker.Unavailable(errors.Join(t.errs...))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,7 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locker-go/locker"
-	"github.com/locker-go/locker/internal/lease"
+	"github.com/locker-go/locker/driver"
 	"github.com/locker-go/locker/internal/wait"
 )
 
@@ -57,12 +56,12 @@ func WithDriftFactor(f float64) Option { return func(c *config) { c.driftFactor 
 
 func withOwnClients() Option { return func(c *config) { c.ownClients = true } }
 
-// Locker is the Redlock locker.Locker; it also implements locker.Admin.
-type Locker struct {
+// redlock is the Redlock driver: driver.Driver, driver.Notifier and
+// driver.Admin over N masters.
+type redlock struct {
 	cfg     config
 	masters []*master
 	quorum  int
-	set     *lease.Set
 	hub     *wait.Hub
 	news    news
 	counted atomic.Uint64  // largest fence counter seen on any master
@@ -70,13 +69,22 @@ type Locker struct {
 }
 
 var (
-	_ locker.Locker = (*Locker)(nil)
-	_ locker.Admin  = (*Locker)(nil)
+	_ driver.Notifier = (*redlock)(nil)
+	_ driver.Admin    = (*redlock)(nil)
 )
 
 // New returns a Locker over clients, one per independent master: an odd
-// number, at least 3. The clients stay the caller's to close.
+// number, at least 3. The clients stay the caller's to close. The Locker
+// also implements locker.Admin.
 func New(clients []goredis.UniversalClient, opts ...Option) (locker.Locker, error) {
+	d, err := newDriver(clients, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return locker.New(d), nil
+}
+
+func newDriver(clients []goredis.UniversalClient, opts ...Option) (*redlock, error) {
 	cfg := config{prefix: DefaultPrefix, nodeTimeout: DefaultNodeTimeout, driftFactor: DefaultDriftFactor}
 	for _, o := range opts {
 		o(&cfg)
@@ -90,104 +98,48 @@ func New(clients []goredis.UniversalClient, opts ...Option) (locker.Locker, erro
 	case cfg.driftFactor < 0 || cfg.driftFactor >= 0.5:
 		return nil, fmt.Errorf("%w: drift factor %v is outside [0, 0.5)", ErrInvalidOption, cfg.driftFactor)
 	}
-	l := &Locker{cfg: cfg, quorum: len(clients)/2 + 1, set: lease.NewSet()}
+	d := &redlock{cfg: cfg, quorum: len(clients)/2 + 1}
 	for i, c := range clients {
 		if c == nil {
 			return nil, fmt.Errorf("%w: client %d is nil", ErrMasterCount, i)
 		}
-		l.masters = append(l.masters, &master{client: c})
+		d.masters = append(d.masters, &master{client: c})
 	}
-	l.hub = wait.NewHub(notifier{l})
-	return l, nil
+	d.hub = wait.NewHub(notifier{d})
+	return d, nil
 }
 
-func (l *Locker) lockKey(key string) string { return l.cfg.prefix + "l:" + key }
-func (l *Locker) channel(key string) string { return l.cfg.prefix + "r:" + key }
-func (l *Locker) counterKey() string        { return l.cfg.prefix + "fence" }
+func (d *redlock) lockKey(key string) string { return d.cfg.prefix + "l:" + key }
+func (d *redlock) channel(key string) string { return d.cfg.prefix + "r:" + key }
+func (d *redlock) counterKey() string        { return d.cfg.prefix + "fence" }
 
 // drift is Redlock's allowance for clock drift between the masters.
-func (l *Locker) drift(ttl time.Duration) time.Duration {
-	return time.Duration(float64(ttl)*l.cfg.driftFactor) + 2*time.Millisecond
+func (d *redlock) drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*d.cfg.driftFactor) + 2*time.Millisecond
 }
 
-// resolve checks the call's input before anything reaches a master.
-func (l *Locker) resolve(ctx context.Context, key string, opts []locker.Option) (context.Context, locker.Options, func(), error) {
-	ctx, o, end, err := l.set.Begin(ctx, key, opts)
-	if err != nil {
-		return ctx, o, nil, err
-	}
-	if o.TTL <= l.drift(o.TTL)+l.cfg.nodeTimeout {
-		end()
-		return ctx, o, nil, fmt.Errorf("%w: %v leaves no validity after the drift allowance and a node timeout", locker.ErrInvalidTTL, o.TTL)
-	}
-	return ctx, o, end, nil
+// Subscribe joins the waiters of r's key, subscribing on the masters for
+// the first of them.
+func (d *redlock) Subscribe(ctx context.Context, r *driver.Request) (<-chan struct{}, func(), error) {
+	return d.hub.Subscribe(ctx, r.Key)
 }
 
-// Lock acquires key on a quorum of masters, waiting for release
-// notifications while another owner holds it.
-func (l *Locker) Lock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
-	ctx, o, end, err := l.resolve(ctx, key, opts)
-	if err != nil {
-		return nil, err
-	}
-	defer end()
-	var last time.Duration // how long our last attempt took
-	return wait.Until(ctx, key,
-		func(ctx context.Context) (locker.Lease, time.Duration, error) {
-			// A release wakes every waiter of every client at once. Each
-			// waits a random part of one attempt's time first, so the
-			// first of them acquires on quiet masters and the others find
-			// it held, instead of all splitting the masters between them.
-			woke := time.Now()
-			if last > 0 && !sleep(ctx, rand.N(last)) {
-				return nil, 0, wait.CtxErr(ctx, key, ctx.Err())
-			}
-			if ttl, ok := l.news.takenSince(key, woke); ok {
-				return nil, ttl, fmt.Errorf("%w: %q", locker.ErrLocked, key)
-			}
-			start := time.Now()
-			lease, retry, err := l.attempt(ctx, key, o, last > 0)
-			last = time.Since(start)
-			return lease, retry, err
-		},
-		func(ctx context.Context) (<-chan struct{}, func(), error) { return l.hub.Subscribe(ctx, key) })
-}
+// Listening is false: a key's first subscription costs a round on every
+// master, which an uncontended Lock should not pay.
+func (d *redlock) Listening() bool { return false }
 
-// sleep waits d or until ctx ends; false if ctx ended.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
+// Abandon has nothing to do: a failed attempt undoes itself on every
+// master that granted or did not answer before it returns (see undo), so
+// no call leaves a hold or a queue place behind.
+func (d *redlock) Abandon(context.Context, *driver.Request) {}
 
-// TryLock makes one Redlock attempt; ErrLocked if another owner holds key.
-func (l *Locker) TryLock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
-	ctx, o, end, err := l.resolve(ctx, key, opts)
-	if err != nil {
-		return nil, err
-	}
-	defer end()
-	lease, _, err := l.attempt(ctx, key, o, false)
-	return lease, err
-}
-
-// Close unlocks the held leases best-effort, ends waiting Locks and stops
-// the subscriptions; it closes the clients only if Open made them.
-func (l *Locker) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := l.set.Close(ctx); err != nil {
-		return err
-	}
+// Close stops the subscriptions; it closes the clients only if Open made
+// them.
+func (d *redlock) Close(context.Context) error {
 	var errs []error
-	for _, m := range l.masters {
+	for _, m := range d.masters {
 		m.stop()
-		if l.cfg.ownClients {
+		if d.cfg.ownClients {
 			errs = append(errs, m.client.Close())
 		}
 	}

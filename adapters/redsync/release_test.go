@@ -15,7 +15,7 @@ import (
 
 // countedMasters starts five masters of the test's own and a Locker over
 // them whose clients count the scripts they send.
-func countedMasters(t *testing.T) ([]*server, *Locker, []*scriptCounter, []goredis.UniversalClient) {
+func countedMasters(t *testing.T) ([]*server, *testLocker, []*scriptCounter, []goredis.UniversalClient) {
 	t.Helper()
 	testenv.URL(t, "LOCKER_TEST_REDLOCK") // -short skips; the same binary serves both
 	var (
@@ -37,11 +37,11 @@ func countedMasters(t *testing.T) ([]*server, *Locker, []*scriptCounter, []gored
 		clients = append(clients, c)
 		counters = append(counters, sc)
 	}
-	l, err := New(clients, WithNodeTimeout(faultNodeTimeout))
+	l, err := newTestLocker(clients, WithNodeTimeout(faultNodeTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = l.Close() })
+	t.Cleanup(func() { _ = l.Locker.Close() })
 	// Load every script on every master, so that a script queued on a
 	// stopped master runs when it resumes instead of failing NOSCRIPT.
 	ctx := context.Background()
@@ -52,14 +52,14 @@ func countedMasters(t *testing.T) ([]*server, *Locker, []*scriptCounter, []gored
 			}
 		}
 	}
-	return servers, l.(*Locker), counters, clients
+	return servers, l, counters, clients
 }
 
 // warm opens and initialises a few connections to every master (the
 // concurrent blocking pops hold one each), so that the scripts sent to a
 // stopped master are queued there rather than stuck in the handshake of
 // a new connection: a busy client has such connections in its pool.
-func warm(l *Locker) {
+func warm(l *testLocker) {
 	var wg sync.WaitGroup
 	for _, m := range l.masters {
 		for range 8 {
@@ -72,7 +72,7 @@ func warm(l *Locker) {
 // stopped runs fn with the given masters stopped, waits for the Locker's
 // background retries, resumes them and waits until they have run every
 // script the Locker sent them meanwhile.
-func stopped(t *testing.T, l *Locker, servers []*server, counters []*scriptCounter, which []int, fn func()) {
+func stopped(t *testing.T, l *testLocker, servers []*server, counters []*scriptCounter, which []int, fn func()) {
 	t.Helper()
 	warm(l)
 	base := map[int]int64{}

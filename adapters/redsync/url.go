@@ -49,10 +49,10 @@ func parseURL(u *url.URL) (addrs []string, base *goredis.Options, opts []Option,
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s: %s", locker.ErrInvalidURL, u.Redacted(), fmt.Sprintf(format, a...))
 	}
-	if !strings.EqualFold(u.Scheme, "redlock") {
+	switch {
+	case !strings.EqualFold(u.Scheme, "redlock"):
 		return nil, nil, nil, bad("scheme %q is not redlock", u.Scheme)
-	}
-	if u.Host == "" {
+	case u.Host == "":
 		return nil, nil, nil, bad("no masters: want redlock://host:port,host:port,host:port")
 	}
 	for _, h := range strings.Split(u.Host, ",") {
@@ -60,11 +60,8 @@ func parseURL(u *url.URL) (addrs []string, base *goredis.Options, opts []Option,
 		if err != nil {
 			host, port = h, "6379"
 		}
-		if host == "" {
-			return nil, nil, nil, bad("master %q has no host", h)
-		}
-		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
-			return nil, nil, nil, bad("master %q has a bad port", h)
+		if n, err := strconv.Atoi(port); host == "" || err != nil || n <= 0 || n > 65535 {
+			return nil, nil, nil, bad("master %q has no host or a bad port", h)
 		}
 		addrs = append(addrs, net.JoinHostPort(host, port))
 	}
