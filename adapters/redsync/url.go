@@ -3,7 +3,6 @@ package redsync
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/urlx"
 )
 
 func init() { locker.Register("redlock", open) }
@@ -38,7 +38,7 @@ func open(_ context.Context, u *url.URL) (locker.Locker, error) {
 		for _, c := range clients {
 			_ = c.Close()
 		}
-		return nil, fmt.Errorf("%w: %s: %w", locker.ErrInvalidURL, u.Redacted(), err)
+		return nil, fmt.Errorf("%w: %s: %w", locker.ErrInvalidURL, urlx.Redact(u), err)
 	}
 	return l, nil
 }
@@ -47,7 +47,7 @@ func open(_ context.Context, u *url.URL) (locker.Locker, error) {
 // they share, and the Locker's options.
 func parseURL(u *url.URL) (addrs []string, base *goredis.Options, opts []Option, err error) {
 	bad := func(format string, a ...any) error {
-		return fmt.Errorf("%w: %s: %s", locker.ErrInvalidURL, u.Redacted(), fmt.Sprintf(format, a...))
+		return urlx.Invalid(u, format, a...)
 	}
 	switch {
 	case !strings.EqualFold(u.Scheme, "redlock"):
@@ -55,18 +55,11 @@ func parseURL(u *url.URL) (addrs []string, base *goredis.Options, opts []Option,
 	case u.Host == "":
 		return nil, nil, nil, bad("no masters: want redlock://host:port,host:port,host:port")
 	}
-	for _, h := range strings.Split(u.Host, ",") {
-		host, port, err := net.SplitHostPort(h)
-		if err != nil {
-			host, port = h, "6379"
-		}
-		if n, err := strconv.Atoi(port); host == "" || err != nil || n <= 0 || n > 65535 {
-			return nil, nil, nil, bad("master %q has no host or a bad port", h)
-		}
-		addrs = append(addrs, net.JoinHostPort(host, port))
+	if addrs, err = urlx.Hosts(u.Host, "6379"); err != nil { // a master given twice would vote twice
+		return nil, nil, nil, bad("masters: %v", err)
 	}
 	if len(addrs) < 3 || len(addrs)%2 == 0 {
-		return nil, nil, nil, fmt.Errorf("%w: %s: %w: got %d", locker.ErrInvalidURL, u.Redacted(), ErrMasterCount, len(addrs))
+		return nil, nil, nil, fmt.Errorf("%w: %s: %w: got %d", locker.ErrInvalidURL, urlx.Redact(u), ErrMasterCount, len(addrs))
 	}
 	base = &goredis.Options{ContextTimeoutEnabled: true}
 	if u.User != nil {

@@ -51,6 +51,8 @@ func TestParseURLErrors(t *testing.T) {
 		"redlock://u:s3cret@h1:1,h2:x,h3:3",      // port
 		"redlock://u:s3cret@h1:1,h2:0,h3:3",      // port
 		"redlock://u:s3cret@h1:1,:2,h3:3",        // host
+		"redlock://u:s3cret@h1:1,h2:2,h1:1",      // one master twice: two votes
+		"redlock://u:s3cret@h1:1,h2:99999,h3:3",  // port
 		"redlock://u:s3cret@h1:1,h2:2,h3:3/db",   // database
 		"redlock://u:s3cret@h1:1,h2:2,h3:3?prefx=a",
 		"redlock://u:s3cret@h1:1,h2:2,h3:3?node_timeout=-1s",
