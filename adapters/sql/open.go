@@ -157,14 +157,14 @@ func takeOptions(u *url.URL, q url.Values) ([]Option, error) {
 }
 
 func openWith(ctx context.Context, u *url.URL, db *gorm.DB, opts []Option) (locker.Locker, error) {
-	l, err := newLocker(ctx, db, true, opts...)
+	d, err := newDriver(ctx, db, true, opts...)
 	if err != nil {
 		if sdb, e := db.DB(); e == nil {
 			_ = sdb.Close()
 		}
 		return nil, fmt.Errorf("locker/sql: open %s: %w", redact(u), err)
 	}
-	return l, nil
+	return wrap(d), nil
 }
 
 // invalidOrUnavailable classifies a gorm.Open failure. Drivers quote the

@@ -81,7 +81,7 @@ SELECT count(*) FROM (SELECT pg_notify('{tn}', w.token) FROM (SELECT token FROM 
 	p.q.refresh = sub(`UPDATE {t} SET expires_at = GREATEST(expires_at, {now} + $5::float8 * interval '1 millisecond')
 WHERE "key" = $1 AND owner = $2 AND fence = $3 AND strpos(ids, {id}) > 0`)
 	// free is the common release: the lease's hold is the row's only one.
-	p.q.free = sub(`WITH d AS (DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND fence = $3 AND ids = {id} RETURNING "key"),
+	p.q.free = sub(`WITH d AS (DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND ($3::bigint = 0 OR fence = $3) AND ids = {id} RETURNING "key"),
 {next}
 SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM n)`)
 	// drop takes one hold id off the row (fence $3, or any fence if 0),
@@ -187,11 +187,6 @@ func (p *postgresDialect) release(ctx context.Context, db *dbsql.DB, key, owner,
 	return p.drop(ctx, db, key, owner, id, fence)
 }
 
-func (p *postgresDialect) abandon(ctx context.Context, db *dbsql.DB, key, owner, id string) (bool, error) {
-	_, freed, err := p.drop(ctx, db, key, owner, id, 0)
-	return freed, err
-}
-
 func (p *postgresDialect) drop(ctx context.Context, db *dbsql.DB, key, owner, id string, fence uint64) (bool, bool, error) {
 	var (
 		deleted, decremented, notified int
@@ -246,12 +241,12 @@ func (p *postgresDialect) classify(err error) (bool, bool) {
 	return true, !pgconn.SafeToRetry(err)
 }
 
-func (l *sqlLocker) initPostgres(ctx context.Context) error {
-	p := newPostgres(l.cfg.table)
-	l.d = p
+func (d *sqlDriver) initPostgres(ctx context.Context) error {
+	p := newPostgres(d.cfg.table)
+	d.d = p
 	var cfg *pgx.ConnConfig
-	err := l.retry(ctx, func(ctx context.Context) error {
-		c, err := l.db.Conn(ctx)
+	err := d.retry(ctx, func(ctx context.Context) error {
+		c, err := d.db.Conn(ctx)
 		if err != nil {
 			return err
 		}
@@ -269,12 +264,12 @@ func (l *sqlLocker) initPostgres(ctx context.Context) error {
 	if cfg == nil {
 		// Not pgx: no LISTEN. Waiters fall back to backoff like SQLite's,
 		// woken early only by this Locker's own releases.
-		l.poll, l.hub = true, wait.NewHub(localChannel{})
+		d.poll, d.hub = true, wait.NewHub(localChannel{})
 		return nil
 	}
 	ls := newListener(cfg, p.name)
-	l.hub = wait.NewHub(ls)
-	ls.hub = l.hub
-	l.stop = ls.close
+	d.hub = wait.NewHub(ls)
+	ls.hub = d.hub
+	d.stop = ls.close
 	return nil
 }

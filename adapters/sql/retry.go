@@ -20,11 +20,11 @@ var errRace = errors.New("locker/sql: concurrent change, retrying")
 // whether a failed try may have been applied (so does a try cut short by
 // the end of ctx). Errors wrap
 // locker.ErrUnavailable, or ctx.Err() once ctx has ended.
-func (l *sqlLocker) retry(ctx context.Context, op func(context.Context) error, ambiguous *bool) error {
-	end := time.Now().Add(l.cfg.retryTimeout)
+func (d *sqlDriver) retry(ctx context.Context, op func(context.Context) error, ambiguous *bool) error {
+	end := time.Now().Add(d.cfg.retryTimeout)
 	backoff := time.Millisecond
 	for {
-		err := l.gated(ctx, op)
+		err := d.gated(ctx, op)
 		if err == nil {
 			return nil
 		}
@@ -38,7 +38,7 @@ func (l *sqlLocker) retry(ctx context.Context, op func(context.Context) error, a
 		}
 		transient, amb := errors.Is(err, errRace), false
 		if !transient {
-			transient, amb = l.d.classify(err)
+			transient, amb = d.d.classify(err)
 		}
 		if ambiguous != nil && amb {
 			*ambiguous = true
@@ -58,16 +58,16 @@ func (l *sqlLocker) retry(ctx context.Context, op func(context.Context) error, a
 	}
 }
 
-// gated runs op while holding the gate, if the Locker has one.
-func (l *sqlLocker) gated(ctx context.Context, op func(context.Context) error) error {
-	if l.gate == nil {
+// gated runs op while holding the gate, if the driver has one.
+func (d *sqlDriver) gated(ctx context.Context, op func(context.Context) error) error {
+	if d.gate == nil {
 		return op(ctx)
 	}
 	select {
-	case l.gate <- struct{}{}:
+	case d.gate <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	defer func() { <-l.gate }()
+	defer func() { <-d.gate }()
 	return op(ctx)
 }

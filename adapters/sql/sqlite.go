@@ -140,11 +140,6 @@ func (s *sqliteDialect) release(ctx context.Context, db *dbsql.DB, key, owner, i
 // leave: SQLite keeps no queue.
 func (s *sqliteDialect) leave(context.Context, *dbsql.DB, string, string) error { return nil }
 
-func (s *sqliteDialect) abandon(ctx context.Context, db *dbsql.DB, key, owner, id string) (bool, error) {
-	_, freed, err := s.release(ctx, db, key, owner, id, 0)
-	return freed, err
-}
-
 func (s *sqliteDialect) expire(ctx context.Context, db *dbsql.DB, key, owner string, fence uint64) (bool, error) {
 	res, err := db.ExecContext(ctx, s.q.expire, key, owner, fence)
 	if err != nil {
@@ -203,16 +198,16 @@ type localChannel struct{}
 func (localChannel) Subscribe(context.Context, string) error { return nil }
 func (localChannel) Unsubscribe(string)                      {}
 
-func (l *sqlLocker) initSQLite(ctx context.Context) error {
-	s := newSQLite(l.cfg.table)
-	l.d, l.poll = s, true
+func (d *sqlDriver) initSQLite(ctx context.Context) error {
+	s := newSQLite(d.cfg.table)
+	d.d, d.poll = s, true
 	// One connection per Locker: SQLite has one writer at a time anyway,
 	// and a single connection never deadlocks on its own pool.
-	l.db.SetMaxOpenConns(1)
+	d.db.SetMaxOpenConns(1)
 	var file string
-	err := l.retry(ctx, func(ctx context.Context) error {
+	err := d.retry(ctx, func(ctx context.Context) error {
 		// seq, name, file of the main database; file is "" in memory.
-		return l.db.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&file)
+		return d.db.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&file)
 	}, nil)
 	if err != nil {
 		return err
@@ -220,7 +215,7 @@ func (l *sqlLocker) initSQLite(ctx context.Context) error {
 	if file == "" {
 		return fmt.Errorf("%w: an in-memory SQLite database is private to its connection: use a file", ErrInvalidOption)
 	}
-	id := file + "\x00" + l.cfg.table
+	id := file + "\x00" + d.cfg.table
 	files.Lock()
 	f := files.m[id]
 	if f == nil {
@@ -229,9 +224,9 @@ func (l *sqlLocker) initSQLite(ctx context.Context) error {
 	}
 	f.refs++
 	files.Unlock()
-	l.hub, l.gate = f.hub, f.gate
+	d.hub, d.gate = f.hub, f.gate
 	var once sync.Once
-	l.stop = func() {
+	d.stop = func() {
 		once.Do(func() {
 			files.Lock()
 			defer files.Unlock()
