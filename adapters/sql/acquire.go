@@ -83,7 +83,8 @@ func (d *sqlDriver) token(r *driver.Request) string {
 // granted meanwhile, are not touched.
 func (d *sqlDriver) Abandon(ctx context.Context, r *driver.Request) {
 	if t := d.token(r); t != "" {
-		_ = d.retry(ctx, func(ctx context.Context) error { return d.d.leave(ctx, d.db, r.Key, t) }, nil)
+		var notified int
+		_ = d.row(ctx, d.q.leave, []any{r.Key, t}, &notified)
 	}
 	if callOf(r).mayHold {
 		_ = (&hold{d: d, key: r.Key, owner: r.Owner, id: r.ID}).Release(ctx) // fence 0: any

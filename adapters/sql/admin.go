@@ -12,8 +12,7 @@ import (
 
 // Status returns the live holder of key, or ErrNotHeld.
 func (d *sqlDriver) Status(ctx context.Context, key string) (driver.LockInfo, error) {
-	q, _ := d.d.info()
-	infos, err := d.query(ctx, q+` AND "key" = $1`, key)
+	infos, err := d.query(ctx, d.q.info+` AND "key" = $1`, key)
 	if err != nil {
 		return driver.LockInfo{}, err
 	}
@@ -25,19 +24,17 @@ func (d *sqlDriver) Status(ctx context.Context, key string) (driver.LockInfo, er
 
 // List returns the live locks whose keys begin with prefix.
 func (d *sqlDriver) List(ctx context.Context, prefix string) ([]driver.LockInfo, error) {
-	q, cond := d.d.info()
-	return d.query(ctx, q+" AND "+cond, prefix)
+	return d.query(ctx, d.q.info+" AND "+d.q.prefix, prefix)
 }
 
 // ForceUnlock deletes key's row whoever holds it and wakes its waiters; the
 // holder's next refresh finds the row gone and reports ErrLeaseLost.
 func (d *sqlDriver) ForceUnlock(ctx context.Context, key string) error {
-	var held bool
-	err := d.retry(ctx, func(ctx context.Context) (err error) {
-		held, err = d.d.forceUnlock(ctx, d.db, key)
-		return err
-	}, nil)
-	if err != nil {
+	var (
+		held     bool
+		notified int
+	)
+	if err := d.row(ctx, d.q.force, []any{key}, &held, &notified); err != nil {
 		return err
 	}
 	d.notify(key)

@@ -21,14 +21,10 @@ type hold struct {
 
 func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 	var ok bool
-	err := h.d.retry(ctx, func(ctx context.Context) (err error) {
-		ok, err = h.d.d.refresh(ctx, h.d.db, h.key, h.owner, h.id, h.fence, h.ttl)
-		return err
-	}, nil)
-	switch {
-	case err != nil:
+	if err := h.d.row(ctx, h.d.q.refresh, []any{h.key, h.owner, int64(h.fence), h.id, h.ttl.Milliseconds()}, &ok); err != nil {
 		return 0, err
-	case !ok:
+	}
+	if !ok {
 		return 0, locker.ErrNotHeld
 	}
 	return h.ttl, nil
@@ -55,12 +51,8 @@ func (h *hold) Release(ctx context.Context) error {
 // Expire deletes the row of a lease that ended lost while the row may
 // still be there, so an expired lock leaves no row behind.
 func (h *hold) Expire(ctx context.Context) {
-	var freed bool
-	err := h.d.retry(ctx, func(ctx context.Context) (err error) {
-		freed, err = h.d.d.expire(ctx, h.d.db, h.key, h.owner, h.fence)
-		return err
-	}, nil)
-	if err == nil && freed {
+	var deleted, notified int
+	if h.d.row(ctx, h.d.q.expire, []any{h.key, h.owner, int64(h.fence)}, &deleted, &notified) == nil && deleted > 0 {
 		h.d.notify(h.key)
 	}
 }

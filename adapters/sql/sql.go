@@ -12,36 +12,19 @@ import (
 	"github.com/locker-go/locker/internal/wait"
 )
 
-// dialect is what differs between Postgres and SQLite: the SQL, how
-// waiters are woken, and which errors are worth retrying.
+// dialect is what differs between Postgres and SQLite: the schema, the
+// statements (their text, and statements runs acquire and release), and
+// which errors are worth retrying.
 type dialect interface {
 	migrate(ctx context.Context, db *dbsql.DB) error
-	// acquire makes one attempt. If key is held by another owner, held is
-	// false and remaining is the holder's time left (<= 0 if unknown).
-	// id names the hold this attempt adds: a same-owner row that has it
-	// already is not changed, so a retry after a lost reply adds nothing.
-	// token is a waiting Lock's place in the key's queue ("" for none),
-	// which a failed attempt takes or keeps, and a successful one leaves.
+	// acquire makes one attempt; remaining is the time a refused Lock may
+	// wait (<= 0 if unknown). token is a waiting Lock's place in the key's
+	// queue ("" for none). id names the hold this attempt adds.
 	acquire(ctx context.Context, db *dbsql.DB, key, owner, id, token string, ttl time.Duration) (fence uint64, held bool, remaining time.Duration, err error)
-	// leave takes token out of key's queue and, if the key is free, wakes
-	// the next waiter.
-	leave(ctx context.Context, db *dbsql.DB, key, token string) error
-	// refresh extends the row if it is still this lease's.
-	refresh(ctx context.Context, db *dbsql.DB, key, owner, id string, fence uint64, ttl time.Duration) (bool, error)
-	// release takes hold id off the row if the row is owner's with this
-	// fence (any fence if 0: the undo of an acquire that may have landed),
-	// deleting it with its last hold; freed reports that the row was
-	// deleted (and, on Postgres, waiters notified). A hold already taken
-	// off is not there to take again: a retry never drops another hold.
+	// release takes hold id off the row with fence (any, if 0); freed: the
+	// row went with it. A hold already taken off is not there to take
+	// again: a retry never drops another hold.
 	release(ctx context.Context, db *dbsql.DB, key, owner, id string, fence uint64) (ok, freed bool, err error)
-	// expire deletes the row if it is this lease's and has expired.
-	expire(ctx context.Context, db *dbsql.DB, key, owner string, fence uint64) (freed bool, err error)
-	// forceUnlock deletes key's row, reporting whether it was live.
-	forceUnlock(ctx context.Context, db *dbsql.DB, key string) (held bool, err error)
-	// info is a SELECT of key, owner, fence, holds, expiry in Unix ms over
-	// the live rows, ready for "AND <cond>"; prefix is the condition
-	// "key begins with $1".
-	info() (query, prefix string)
 	// classify tells whether err is worth retrying, and whether the failed
 	// statement may nevertheless have been applied.
 	classify(err error) (transient, ambiguous bool)
@@ -52,6 +35,7 @@ type sqlDriver struct {
 	db    *dbsql.DB
 	owned bool // opened by this package: closed by Close
 	d     dialect
+	q     queries // d's statements
 	cfg   config
 	hub   *wait.Hub
 	// poll is true when no backend notification reaches every waiter

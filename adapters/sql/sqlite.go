@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/locker-go/locker/internal/wait"
 )
@@ -17,10 +16,8 @@ import (
 const nowMS = `CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`
 
 type sqliteDialect struct {
+	statements
 	t string // quoted table name
-	q struct {
-		acquire, remaining, refresh, release, expire, force, info string
-	}
 }
 
 func newSQLite(table string) *sqliteDialect {
@@ -29,8 +26,8 @@ func newSQLite(table string) *sqliteDialect {
 	// A same-owner row is re-entered while live, gaining the hold id $4
 	// unless it has it already (a retry of this very call); else, as an
 	// expired row, taken over: new owner, new fence, one hold. SET reads
-	// the old row.
-	s.q.acquire = r.Replace(`INSERT INTO {t} AS l ("key", owner, fence, holds, ids, expires_at)
+	// the old row. SQLite keeps no queue: acquireQueued is acquire.
+	acquire := r.Replace(`INSERT INTO {t} AS l ("key", owner, fence, holds, ids, expires_at)
 VALUES ($1, $2, (SELECT v + 1 FROM {fence} WHERE id = 1), 1, {id}, {now} + $3)
 ON CONFLICT ("key") DO UPDATE SET
 	fence = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN l.fence ELSE excluded.fence END,
@@ -41,16 +38,19 @@ ON CONFLICT ("key") DO UPDATE SET
 	owner = excluded.owner
 WHERE l.expires_at <= {now} OR l.owner = excluded.owner
 RETURNING fence`)
-	s.q.remaining = r.Replace(`SELECT expires_at - {now} FROM {t} WHERE "key" = $1`)
-	s.q.refresh = r.Replace(`UPDATE {t} SET expires_at = max(expires_at, {now} + $5)
-WHERE "key" = $1 AND owner = $2 AND fence = $3 AND instr(ids, {id}) > 0`)
-	// Takes hold id $4 off the row (fence $3, or any fence if 0); the
-	// trigger deletes the row once holds reach 0.
-	s.q.release = r.Replace(`UPDATE {t} SET holds = holds - 1, ids = replace(ids, {id}, ' ')
-WHERE "key" = $1 AND owner = $2 AND ($3 = 0 OR fence = $3) AND instr(ids, {id}) > 0 RETURNING holds`)
-	s.q.expire = r.Replace(`DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND fence = $3 AND expires_at <= {now}`)
-	s.q.force = r.Replace(`DELETE FROM {t} WHERE "key" = $1 RETURNING expires_at > {now}`)
-	s.q.info = r.Replace(`SELECT "key", owner, fence, holds, expires_at FROM {t} WHERE expires_at > {now}`)
+	s.sql = queries{
+		acquire: acquire, acquireQueued: acquire,
+		wait: r.Replace(`SELECT coalesce((SELECT expires_at - {now} FROM {t} WHERE "key" = $1), 0)`),
+		refresh: r.Replace(`UPDATE {t} SET expires_at = max(expires_at, {now} + $5)
+WHERE "key" = $1 AND owner = $2 AND fence = $3 AND instr(ids, {id}) > 0 RETURNING 1`),
+		// The trigger deletes the row once holds reach 0.
+		release: r.Replace(`UPDATE {t} SET holds = holds - 1, ids = replace(ids, {id}, ' ')
+WHERE "key" = $1 AND owner = $2 AND ($3 = 0 OR fence = $3) AND instr(ids, {id}) > 0 RETURNING holds <= 0, holds > 0, 0, 0`),
+		expire: r.Replace(`DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND fence = $3 AND expires_at <= {now} RETURNING 1, 0`),
+		force:  r.Replace(`DELETE FROM {t} WHERE "key" = $1 RETURNING expires_at > {now}, 0`),
+		info:   r.Replace(`SELECT "key", owner, fence, holds, expires_at FROM {t} WHERE expires_at > {now}`),
+		prefix: `substr("key", 1, length($1)) = $1`,
+	}
 	return s
 }
 
@@ -96,72 +96,6 @@ BEGIN DELETE FROM {t} WHERE "key" = NEW."key"; END;`)
 	return tx.Commit()
 }
 
-func (s *sqliteDialect) acquire(ctx context.Context, db *dbsql.DB, key, owner, id, _ string, ttl time.Duration) (uint64, bool, time.Duration, error) {
-	var fence uint64
-	err := db.QueryRowContext(ctx, s.q.acquire, key, owner, ttl.Milliseconds(), id).Scan(&fence)
-	if err == nil {
-		return fence, true, 0, nil
-	}
-	if !errors.Is(err, dbsql.ErrNoRows) {
-		return 0, false, 0, err
-	}
-	// Held by another owner. SQLite cannot return the holder's row from the
-	// refused upsert, so a second, read-only statement asks; if the row is
-	// gone meanwhile, remaining stays 0 and the waiter retries at once.
-	var ms int64
-	err = db.QueryRowContext(ctx, s.q.remaining, key).Scan(&ms)
-	if err != nil && !errors.Is(err, dbsql.ErrNoRows) {
-		return 0, false, 0, err
-	}
-	return 0, false, time.Duration(ms) * time.Millisecond, nil
-}
-
-func (s *sqliteDialect) refresh(ctx context.Context, db *dbsql.DB, key, owner, id string, fence uint64, ttl time.Duration) (bool, error) {
-	res, err := db.ExecContext(ctx, s.q.refresh, key, owner, fence, id, ttl.Milliseconds())
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
-	return n > 0, err
-}
-
-func (s *sqliteDialect) release(ctx context.Context, db *dbsql.DB, key, owner, id string, fence uint64) (bool, bool, error) {
-	var holds int
-	err := db.QueryRowContext(ctx, s.q.release, key, owner, fence, id).Scan(&holds)
-	switch {
-	case errors.Is(err, dbsql.ErrNoRows):
-		return false, false, nil
-	case err != nil:
-		return false, false, err
-	}
-	return true, holds <= 0, nil
-}
-
-// leave: SQLite keeps no queue.
-func (s *sqliteDialect) leave(context.Context, *dbsql.DB, string, string) error { return nil }
-
-func (s *sqliteDialect) expire(ctx context.Context, db *dbsql.DB, key, owner string, fence uint64) (bool, error) {
-	res, err := db.ExecContext(ctx, s.q.expire, key, owner, fence)
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
-	return n > 0, err
-}
-
-func (s *sqliteDialect) forceUnlock(ctx context.Context, db *dbsql.DB, key string) (bool, error) {
-	var live bool
-	err := db.QueryRowContext(ctx, s.q.force, key).Scan(&live)
-	if errors.Is(err, dbsql.ErrNoRows) {
-		return false, nil
-	}
-	return live, err
-}
-
-func (s *sqliteDialect) info() (string, string) {
-	return s.q.info, `substr("key", 1, length($1)) = $1`
-}
-
 // classify: only SQLITE_BUSY and SQLITE_LOCKED are transient, and a
 // statement refused with them was not applied.
 func (s *sqliteDialect) classify(err error) (bool, bool) {
@@ -200,7 +134,7 @@ func (localChannel) Unsubscribe(string)                      {}
 
 func (d *sqlDriver) initSQLite(ctx context.Context) error {
 	s := newSQLite(d.cfg.table)
-	d.d, d.poll = s, true
+	d.d, d.q, d.poll = s, s.sql, true
 	// One connection per Locker: SQLite has one writer at a time anyway,
 	// and a single connection never deadlocks on its own pool.
 	d.db.SetMaxOpenConns(1)
