@@ -17,5 +17,11 @@ func driverOf(l locker.Locker) *sqlDriver {
 	return d.(*sqlDriver)
 }
 
-// Crash makes l vanish without unlocking, as a killed process would.
-func Crash(l locker.Locker) { driverOf(l).crash() }
+// Crash makes l vanish as a killed process would: its connections close
+// without unlocking, so its leases' keep-alives fail and their rows lapse
+// by their TTL.
+func Crash(l locker.Locker) {
+	d := driverOf(l)
+	d.stop()
+	_ = d.db.Close()
+}

@@ -106,16 +106,11 @@ SELECT coalesce((SELECT bool_or(live) FROM d), false), (SELECT count(*) FROM n)`
 	pgInfo = `SELECT "key", owner, fence, holds, (extract(epoch FROM expires_at) * 1000)::bigint FROM {t} WHERE expires_at > {now}`
 )
 
-func (p *postgresDialect) migrate(ctx context.Context, db *dbsql.DB) error {
+// migrate takes turns with other sessions first: CREATE … IF NOT EXISTS
+// still fails when two sessions race to create the same table.
+func (p *postgresDialect) migrate(ctx context.Context, tx *dbsql.Tx) error {
 	r := strings.NewReplacer("{t}", `"`+p.name+`"`, "{tn}", p.name)
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	// CREATE … IF NOT EXISTS still fails when two sessions race to create
-	// the same table: take turns.
-	for _, s := range []string{
+	return execAll(ctx, tx,
 		r.Replace(`SELECT pg_advisory_xact_lock(hashtext('locker/sql migrate {tn}'))`),
 		r.Replace(`CREATE TABLE IF NOT EXISTS {t} (
 	"key" text COLLATE "C" PRIMARY KEY,
@@ -135,13 +130,7 @@ func (p *postgresDialect) migrate(ctx context.Context, db *dbsql.DB) error {
 	seq bigint GENERATED ALWAYS AS IDENTITY,
 	expires_at timestamptz NOT NULL,
 	PRIMARY KEY ("key", token)
-)`),
-	} {
-		if _, err := tx.ExecContext(ctx, s); err != nil {
-			return err
-		}
-	}
-	return tx.Commit()
+)`))
 }
 
 // classify: server errors are transient only for the codes below; any

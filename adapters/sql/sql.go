@@ -16,7 +16,7 @@ import (
 // statements (their text, and statements runs acquire and release), and
 // which errors are worth retrying.
 type dialect interface {
-	migrate(ctx context.Context, db *dbsql.DB) error
+	migrate(ctx context.Context, tx *dbsql.Tx) error // creates the schema
 	// acquire makes one attempt; remaining is the time a refused Lock may
 	// wait (<= 0 if unknown). token is a waiting Lock's place in the key's
 	// queue ("" for none). id names the hold this attempt adds.
@@ -86,13 +86,26 @@ func newDriver(ctx context.Context, gdb *gorm.DB, owned bool, opts ...Option) (*
 		return nil, fmt.Errorf("%w: gorm dialect %q: want postgres or sqlite", ErrInvalidOption, name)
 	}
 	if err == nil {
-		err = d.retry(ctx, func(ctx context.Context) error { return d.d.migrate(ctx, db) }, nil)
+		err = d.retry(ctx, d.migrate, nil)
 	}
 	if err != nil {
 		d.stop()
 		return nil, err
 	}
 	return d, nil
+}
+
+// migrate creates the schema, if missing, in one transaction.
+func (d *sqlDriver) migrate(ctx context.Context) error {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := d.d.migrate(ctx, tx); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // opened, when set (by this package's tests), learns every Locker made
@@ -116,12 +129,4 @@ func (d *sqlDriver) Close(context.Context) error {
 		return d.db.Close()
 	}
 	return nil
-}
-
-// crash makes the driver vanish as a killed process would, for tests: its
-// connections close without unlocking, so its leases' keep-alives fail
-// and their rows lapse by their TTL.
-func (d *sqlDriver) crash() {
-	d.stop()
-	_ = d.db.Close()
 }

@@ -54,7 +54,7 @@ WHERE "key" = $1 AND owner = $2 AND ($3 = 0 OR fence = $3) AND instr(ids, {id}) 
 	return s
 }
 
-func (s *sqliteDialect) migrate(ctx context.Context, db *dbsql.DB) error {
+func (s *sqliteDialect) migrate(ctx context.Context, tx *dbsql.Tx) error {
 	r := strings.NewReplacer("{t}", s.t, "{tn}", strings.Trim(s.t, `"`))
 	// IF NOT EXISTS throughout: processes may race to create the schema.
 	ddl := r.Replace(`
@@ -74,26 +74,17 @@ CREATE TRIGGER IF NOT EXISTS "{tn}_fence_update" AFTER UPDATE OF fence ON {t}
 BEGIN UPDATE "{tn}_fence" SET v = NEW.fence WHERE id = 1 AND v < NEW.fence; END;
 CREATE TRIGGER IF NOT EXISTS "{tn}_release" AFTER UPDATE OF holds ON {t} WHEN NEW.holds <= 0
 BEGIN DELETE FROM {t} WHERE "key" = NEW."key"; END;`)
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, ddl); err != nil {
-		return err
-	}
 	// Tables made before hold ids existed. (Their rows then have no ids;
 	// they lapse by their TTL.)
 	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info($1) WHERE name = 'ids'`, strings.Trim(s.t, `"`)).Scan(&n); err != nil {
-		return err
+	err := execAll(ctx, tx, ddl)
+	if err == nil {
+		err = tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info($1) WHERE name = 'ids'`, strings.Trim(s.t, `"`)).Scan(&n)
 	}
-	if n == 0 {
-		if _, err := tx.ExecContext(ctx, r.Replace(`ALTER TABLE {t} ADD COLUMN ids TEXT NOT NULL DEFAULT ' '`)); err != nil {
-			return err
-		}
+	if err == nil && n == 0 {
+		err = execAll(ctx, tx, r.Replace(`ALTER TABLE {t} ADD COLUMN ids TEXT NOT NULL DEFAULT ' '`))
 	}
-	return tx.Commit()
+	return err
 }
 
 // classify: only SQLITE_BUSY and SQLITE_LOCKED are transient, and a
@@ -120,10 +111,10 @@ type fileState struct {
 	refs int
 }
 
-var files = struct {
-	sync.Mutex
-	m map[string]*fileState
-}{m: map[string]*fileState{}}
+var (
+	filesMu sync.Mutex
+	files   = map[string]*fileState{}
+)
 
 // localChannel is the hub's backend for in-process notification: nothing
 // to subscribe to, since releases in this process call Notify directly.
@@ -150,24 +141,21 @@ func (d *sqlDriver) initSQLite(ctx context.Context) error {
 		return fmt.Errorf("%w: an in-memory SQLite database is private to its connection: use a file", ErrInvalidOption)
 	}
 	id := file + "\x00" + d.cfg.table
-	files.Lock()
-	f := files.m[id]
+	filesMu.Lock()
+	defer filesMu.Unlock()
+	f := files[id]
 	if f == nil {
 		f = &fileState{hub: wait.NewHub(localChannel{}), gate: make(chan struct{}, 1)}
-		files.m[id] = f
+		files[id] = f
 	}
 	f.refs++
-	files.Unlock()
 	d.hub, d.gate = f.hub, f.gate
-	var once sync.Once
-	d.stop = func() {
-		once.Do(func() {
-			files.Lock()
-			defer files.Unlock()
-			if f.refs--; f.refs == 0 {
-				delete(files.m, id)
-			}
-		})
-	}
+	d.stop = sync.OnceFunc(func() {
+		filesMu.Lock()
+		defer filesMu.Unlock()
+		if f.refs--; f.refs == 0 {
+			delete(files, id)
+		}
+	})
 	return nil
 }

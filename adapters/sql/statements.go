@@ -87,3 +87,13 @@ func row(r *dbsql.Row, dest ...any) error {
 	}
 	return nil
 }
+
+// execAll runs stmts in tx, up to the first that fails.
+func execAll(ctx context.Context, tx *dbsql.Tx, stmts ...string) error {
+	for _, s := range stmts {
+		if _, err := tx.ExecContext(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
