@@ -13,6 +13,7 @@ import (
 	"github.com/locker-go/locker/internal/wait"
 )
 
+// postgresDialect is the lock table on PostgreSQL.
 type postgresDialect struct {
 	statements
 	name string // table name, also the NOTIFY channel
@@ -27,9 +28,14 @@ func newPostgres(table string) *postgresDialect {
 	p.sql = queries{
 		acquire:       sub(pgUpsert + "\nSELECT fence FROM ins"),
 		acquireQueued: sub(pgUpsert + pgQueue),
-		wait:          sub(pgWait), leave: sub(pgLeave), refresh: sub(pgRefresh), release: sub(pgRelease),
-		expire: sub(pgExpire), force: sub(pgForce), info: sub(pgInfo),
-		prefix: `left("key", char_length($1)) = $1`,
+		wait:          sub(pgWait),
+		leave:         sub(pgLeave),
+		refresh:       sub(pgRefresh),
+		release:       sub(pgRelease),
+		expire:        sub(pgExpire),
+		force:         sub(pgForce),
+		info:          sub(pgInfo),
+		prefix:        `left("key", char_length($1)) = $1`,
 	}
 	return p
 }

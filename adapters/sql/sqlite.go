@@ -15,6 +15,7 @@ import (
 // process, so it is the local clock, shared by every process of the machine.
 const nowMS = `CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`
 
+// sqliteDialect is the lock table on SQLite.
 type sqliteDialect struct {
 	statements
 	t string // quoted table name
@@ -39,8 +40,9 @@ ON CONFLICT ("key") DO UPDATE SET
 WHERE l.expires_at <= {now} OR l.owner = excluded.owner
 RETURNING fence`)
 	s.sql = queries{
-		acquire: acquire, acquireQueued: acquire,
-		wait: r.Replace(`SELECT coalesce((SELECT expires_at - {now} FROM {t} WHERE "key" = $1), 0)`),
+		acquire:       acquire,
+		acquireQueued: acquire,
+		wait:          r.Replace(`SELECT coalesce((SELECT expires_at - {now} FROM {t} WHERE "key" = $1), 0)`),
 		refresh: r.Replace(`UPDATE {t} SET expires_at = max(expires_at, {now} + $5)
 WHERE "key" = $1 AND owner = $2 AND fence = $3 AND instr(ids, {id}) > 0 RETURNING 1`),
 		// The trigger deletes the row once holds reach 0.
