@@ -43,15 +43,14 @@
 // # Acquire, release, expiry
 //
 // Acquire is one statement, INSERT … ON CONFLICT (key) DO UPDATE … WHERE the
-// row has expired or is the same owner's, RETURNING the fence and holds:
-// there is no read-then-write window. Expiry is judged by the database's
-// clock (Postgres clock_timestamp(); SQLite julianday('now'), which is the
-// local clock since SQLite runs in-process), never by clients' clocks. A
-// lease's local Deadline is counted from before the statement was sent, so
-// it ends no later than the row does. Refresh and release touch the row only
-// where key, owner and fence all match, so a lease can never extend or free
-// a lock that passed to someone else, even to an earlier lease of the same
-// WithOwner identity.
+// row has expired or is the same owner's, RETURNING the fence: there is no
+// read-then-write window. Expiry is judged by the database's clock
+// (Postgres clock_timestamp(); SQLite's, which is the local clock), never
+// by clients' clocks. Refresh and release touch the row only where key,
+// owner, fence and the hold's id all match, so a lease can never extend or
+// free a lock that passed to someone else, even to an earlier lease of the
+// same WithOwner identity, and a statement retried after a lost reply
+// applies once.
 //
 // # Fencing
 //
@@ -59,50 +58,39 @@
 // Postgres it is a SEQUENCE; the acquire statement first takes a
 // transaction-scoped advisory lock on (table, key), so fences of one key are
 // drawn in the order acquisitions land (nextval is drawn before an INSERT's
-// conflict check, and without the advisory lock a slow acquirer could land a
-// smaller fence after a faster one had held and released the key). Failed
-// attempts burn values: fences have gaps. On SQLite, every write is
-// serialized by the database, and triggers advance a counter row whenever a
-// row gets a new fence.
+// conflict check). Failed attempts burn values: fences have gaps. On
+// SQLite, every write is serialized, and triggers advance a counter row.
 //
 // # Waiting
 //
 // Postgres waiters queue, first come first served. A Lock whose first
 // attempt fails starts listening, then queues: each later attempt takes or
-// refreshes its place (a random token, with an expiry TTL ahead, renewed
-// at least every TTL/3 while it waits) in the queue table. A free key goes
+// refreshes its place (its call's id, with an expiry TTL ahead, renewed at
+// least every TTL/3 while it waits) in the queue table. A free key goes
 // only to the first live waiter (TryLock and new Locks too queue behind
 // live waiters; a same-owner re-entry does not), so a crashed waiter delays
 // the others by at most its TTL. The statement that frees a key calls
-// pg_notify(table, token) for the first live waiter only, so one client
-// wakes and makes one attempt per handoff. A Lock that gives up leaves the
-// queue before returning, waking the next waiter if the key is free. Each
-// Locker keeps one dedicated pgx connection that LISTENs on the table's
-// channel (started by the first Lock that has to wait; re-established with
-// backoff if it drops, then every waiter retries, since notifications may
-// have been missed) and feeds a wait.Hub by token. The fallback timer is
-// the holder's remaining time, or until the first waiter ahead lapses.
-// Every Locker receives every release of the table: fine for lock traffic,
-// not for tens of thousands of releases a second.
+// pg_notify(table, token) for the first live waiter only. A Lock that
+// gives up leaves the queue, waking the next waiter if the key is free.
+// Each Locker keeps one dedicated pgx connection that LISTENs on the
+// table's channel (from the first Lock that has to wait; re-established
+// with backoff if it drops, and then every waiter looks again). Every
+// Locker receives every release of the table.
 //
 // SQLite has no notification between processes. Within a process, Lockers
-// on the same file and table share a hub, and a release wakes that
-// process's waiters at once. Waiters in other processes wake on a short
-// backoff (2 ms doubling to 50 ms), never later than the holder's expiry:
-// polling a local file costs microseconds, and 50 ms bounds the handoff
-// delay across processes. Lockers of one process on one file also take
-// turns through a process-wide gate, so they never meet SQLITE_BUSY among
-// themselves; across processes the opener sets WAL mode and a busy timeout.
+// on the same file and table share a hub, so a release wakes that
+// process's waiters at once, and take turns through a process-wide gate,
+// so they never meet SQLITE_BUSY among themselves. Waiters in other
+// processes wake on a backoff of 2 ms doubling to 50 ms, never later than
+// the holder's expiry.
 //
 // # Errors
 //
 // Transient failures (serialization failure 40001, deadlock 40P01, lost or
 // refused connections, SQLITE_BUSY/SQLITE_LOCKED) are retried with backoff
-// within the caller's deadline, and at most WithRetryTimeout (default 5s).
-// Other failures, and transient ones that outlast the retries, are returned
-// wrapping locker.ErrUnavailable. A retried acquire never reports a lock it
-// does not hold: the statement either returned the row or it did not; and
-// hold ids make retries idempotent (see above).
+// within the caller's deadline, and at most WithRetryTimeout (default 5s);
+// then they, and other failures, wrap locker.ErrUnavailable. A call that
+// fails after its acquire may have landed takes that hold back.
 //
 // # What breaks the guarantees
 //
@@ -111,12 +99,11 @@
 //     their holders, timing by monotonic clocks, still think them valid.
 //   - A Postgres failover to an asynchronous replica can lose recent
 //     commits, and with them locks that were granted.
-//   - On SQLite, synchronous=NORMAL (set by the opener, with WAL) may lose the
-//     last commits on power loss; every process of that machine dies with
-//     it. The file must be on a local disk: SQLite locking over network file
-//     systems is unreliable.
+//   - On SQLite, synchronous=NORMAL (set by the opener, with WAL) may lose
+//     the last commits on power loss. The file must be on a local disk:
+//     SQLite locking over network file systems is unreliable.
 //   - A hold whose acquire failed ambiguously and whose undo also failed
 //     (the database unreachable for WithRetryTimeout) stays until its TTL.
-//   - New with a *gorm.DB on SQLite does not set WAL or a busy timeout on the
-//     caller's connections: set them in the DSN as the opener does.
+//   - New with a *gorm.DB on SQLite does not set WAL or a busy timeout on
+//     the caller's connections: set them in the DSN as the opener does.
 package sql

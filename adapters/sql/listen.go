@@ -12,9 +12,9 @@ import (
 	"github.com/locker-go/locker/internal/wait"
 )
 
-// listener is a Locker's one dedicated Postgres connection LISTENing on the
-// table's channel; it feeds every notification (payload: the token of the
-// waiter whose turn it is) to the hub. It is a wait.Channel whose
+// listener is a driver's one dedicated Postgres connection LISTENing on
+// the table's channel; it feeds every notification (payload: the token of
+// the waiter whose turn it is) to the hub. It is a wait.Channel whose
 // per-waiter subscription needs only the channel's LISTEN to be live.
 type listener struct {
 	cfg     *pgx.ConnConfig
@@ -37,8 +37,8 @@ func newListener(cfg *pgx.ConnConfig, channel string) *listener {
 		done: make(chan struct{}), up: make(chan struct{})}
 }
 
-// Subscribe returns once the channel is LISTENed to: a release committed
-// after that reaches the hub.
+// Subscribe starts the listener on first use and returns once the channel
+// is LISTENed to: a release committed after that reaches the hub.
 func (ls *listener) Subscribe(ctx context.Context, _ string) error {
 	ls.start.Do(func() { go ls.run() })
 	ls.mu.Lock()
@@ -51,10 +51,9 @@ func (ls *listener) Subscribe(ctx context.Context, _ string) error {
 		return locker.ErrClosed
 	case <-ctx.Done():
 		ls.mu.Lock()
-		err := ls.err
-		ls.mu.Unlock()
-		if err != nil {
-			return fmt.Errorf("%w: LISTEN: %w", ctx.Err(), locker.Unavailable(err))
+		defer ls.mu.Unlock()
+		if ls.err != nil {
+			return fmt.Errorf("%w: LISTEN: %w", ctx.Err(), locker.Unavailable(ls.err))
 		}
 		return ctx.Err()
 	}
@@ -66,8 +65,7 @@ func (ls *listener) Unsubscribe(string) {}
 // run keeps one LISTEN connection up until close, reconnecting with backoff.
 func (ls *listener) run() {
 	defer close(ls.done)
-	backoff := 10 * time.Millisecond
-	for ls.ctx.Err() == nil {
+	for backoff := 10 * time.Millisecond; ls.ctx.Err() == nil; backoff = min(2*backoff, time.Second) {
 		err := ls.listen()
 		ls.mu.Lock()
 		ls.err = err
@@ -78,13 +76,10 @@ func (ls *listener) run() {
 		default:
 		}
 		ls.mu.Unlock()
-		t := time.NewTimer(backoff)
 		select {
-		case <-t.C:
+		case <-time.After(backoff):
 		case <-ls.ctx.Done():
-			t.Stop()
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }
 
@@ -98,16 +93,17 @@ func (ls *listener) listen() error {
 	cfg.OnNotification = nil
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err == nil {
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = conn.Close(ctx)
+		}()
 		_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{ls.channel}.Sanitize())
 	}
 	cancel()
 	if err != nil {
-		if conn != nil {
-			ls.closeConn(conn)
-		}
 		return err
 	}
-	defer ls.closeConn(conn)
 	ls.mu.Lock()
 	close(ls.up)
 	ls.mu.Unlock()
@@ -119,16 +115,8 @@ func (ls *listener) listen() error {
 		if err != nil {
 			return err
 		}
-		if n != nil {
-			ls.hub.Notify(n.Payload)
-		}
+		ls.hub.Notify(n.Payload)
 	}
-}
-
-func (ls *listener) closeConn(conn *pgx.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = conn.Close(ctx)
 }
 
 // close stops the listener and waits for it (idempotent).

@@ -3,10 +3,8 @@ package sql
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net/url"
 	"strings"
-	"time"
 
 	gsqlite "github.com/glebarez/sqlite"
 	"github.com/jackc/pgx/v5"
@@ -36,29 +34,19 @@ func openPostgres(ctx context.Context, u *url.URL) (locker.Locker, error) {
 		return nil, err
 	}
 	if _, err := pgx.ParseConfig(dsn); err != nil {
-		return nil, fmt.Errorf("%w: %s: %s", locker.ErrInvalidURL, redact(u), scrub(u, err))
+		return nil, invalid(u, scrub(u, err))
 	}
 	db, err := gorm.Open(postgres.Open(dsn), gormConfig())
-	if err != nil {
-		return nil, invalidOrUnavailable(u, err)
-	}
-	return openWith(ctx, u, db, opts)
+	return openWith(ctx, u, db, err, opts)
 }
 
 // postgresDSN takes this package's parameters out of u and returns the
 // rest as the DSN for pgx.
 func postgresDSN(u *url.URL) (string, []Option, error) {
-	q, err := url.ParseQuery(u.RawQuery)
-	if err != nil {
-		return "", nil, fmt.Errorf("%w: %s: bad query", locker.ErrInvalidURL, redact(u))
-	}
-	opts, err := takeOptions(u, q)
-	if err != nil {
-		return "", nil, err
-	}
+	q, opts, err := takeOptions(u)
 	c := *u
 	c.RawQuery = q.Encode()
-	return c.String(), opts, nil
+	return c.String(), opts, err
 }
 
 // openSQLite opens sqlite:///abs/path.db or sqlite:rel/path.db, creating the
@@ -70,115 +58,103 @@ func openSQLite(ctx context.Context, u *url.URL) (locker.Locker, error) {
 		return nil, err
 	}
 	dsn := path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
-	db, err := openBusy(ctx, dsn)
-	if err != nil {
-		return nil, invalidOrUnavailable(u, err)
-	}
-	return openWith(ctx, u, db, opts)
-}
-
-// openBusy opens the SQLite file, retrying while another process holds it:
-// switching a new file to WAL takes an exclusive lock that SQLite's busy
-// handler does not wait for, so processes opening it at once meet
-// SQLITE_BUSY here.
-func openBusy(ctx context.Context, dsn string) (*gorm.DB, error) {
-	end := time.Now().Add(DefaultRetryTimeout)
-	backoff := time.Millisecond
-	for {
-		db, err := gorm.Open(gsqlite.Open(dsn), gormConfig())
-		if busy, _ := (&sqliteDialect{}).classify(err); !busy || time.Now().After(end) {
-			return db, err
+	// Retried while another process holds the file: switching a new file
+	// to WAL takes an exclusive lock that SQLite's busy handler does not
+	// wait for, so processes opening it at once meet SQLITE_BUSY here.
+	var db *gorm.DB
+	err = retry(ctx, DefaultRetryTimeout, (&sqliteDialect{}).classify, func(context.Context) (err error) {
+		if db, err = gorm.Open(gsqlite.Open(dsn), gormConfig()); err != nil {
+			closeGorm(db)
 		}
-		if db != nil {
-			if sdb, e := db.DB(); e == nil {
-				_ = sdb.Close()
-			}
-		}
-		t := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err
-		}
-		backoff = min(2*backoff, 100*time.Millisecond)
-	}
+		return err
+	}, nil)
+	return openWith(ctx, u, db, err, opts)
 }
 
 // sqlitePath returns the file a sqlite URL names.
 func sqlitePath(u *url.URL) (string, []Option, error) {
-	var path string
-	switch {
-	case u.Opaque != "": // sqlite:rel/path.db
-		p, err := url.PathUnescape(u.Opaque)
-		if err != nil {
-			return "", nil, fmt.Errorf("%w: %s: bad path", locker.ErrInvalidURL, redact(u))
+	path := u.Path      // sqlite:///abs/path.db
+	if u.Opaque != "" { // sqlite:rel/path.db
+		var err error
+		if path, err = url.PathUnescape(u.Opaque); err != nil {
+			return "", nil, invalid(u, "bad path")
 		}
-		path = p
-	case u.Host != "" || u.User != nil:
-		return "", nil, fmt.Errorf("%w: %s: a sqlite URL has no host: use sqlite:///abs/path.db or sqlite:rel/path.db", locker.ErrInvalidURL, redact(u))
-	default: // sqlite:///abs/path.db
-		path = u.Path
+	} else if u.Host != "" || u.User != nil {
+		return "", nil, invalid(u, "a sqlite URL has no host: use sqlite:///abs/path.db or sqlite:rel/path.db")
 	}
 	if path == "" || strings.HasSuffix(path, "/") {
-		return "", nil, fmt.Errorf("%w: %s: no file name", locker.ErrInvalidURL, redact(u))
+		return "", nil, invalid(u, "no file name")
 	}
 	if strings.ContainsAny(path, "?\x00") || strings.HasPrefix(path, "file:") || path == ":memory:" {
-		return "", nil, fmt.Errorf("%w: %s: unsupported file name", locker.ErrInvalidURL, redact(u))
+		return "", nil, invalid(u, "unsupported file name")
 	}
-	q, err := url.ParseQuery(u.RawQuery)
-	if err != nil {
-		return "", nil, fmt.Errorf("%w: %s: bad query", locker.ErrInvalidURL, redact(u))
-	}
-	opts, err := takeOptions(u, q)
-	if err != nil {
-		return "", nil, err
-	}
+	q, opts, err := takeOptions(u)
 	for k := range q {
-		return "", nil, fmt.Errorf("%w: %s: unknown parameter %q (sqlite takes only table)", locker.ErrInvalidURL, redact(u), k)
+		return "", nil, invalid(u, fmt.Sprintf("unknown parameter %q (sqlite takes only table)", k))
 	}
-	return path, opts, nil
+	return path, opts, err
 }
 
-// takeOptions removes this package's parameters from q.
-func takeOptions(u *url.URL, q url.Values) ([]Option, error) {
+// takeOptions returns u's query without this package's parameters, and
+// the options they make.
+func takeOptions(u *url.URL) (url.Values, []Option, error) {
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, nil, invalid(u, "bad query")
+	}
 	var opts []Option
 	if t, ok := q["table"]; ok {
 		if len(t) != 1 {
-			return nil, fmt.Errorf("%w: %s: table given %d times", locker.ErrInvalidURL, redact(u), len(t))
+			return nil, nil, invalid(u, fmt.Sprintf("table given %d times", len(t)))
 		}
 		opts = append(opts, WithTable(t[0]))
 		delete(q, "table")
 	}
 	if _, err := resolve(opts); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", locker.ErrInvalidURL, redact(u), err)
+		return nil, nil, fmt.Errorf("%w: %s: %w", locker.ErrInvalidURL, redact(u), err)
 	}
-	return opts, nil
+	return q, opts, nil
 }
 
-func openWith(ctx context.Context, u *url.URL, db *gorm.DB, opts []Option) (locker.Locker, error) {
-	l, err := newLocker(ctx, db, true, opts...)
+// openWith makes the Locker over db, the outcome of gorm.Open.
+func openWith(ctx context.Context, u *url.URL, db *gorm.DB, err error, opts []Option) (locker.Locker, error) {
 	if err != nil {
-		if sdb, e := db.DB(); e == nil {
-			_ = sdb.Close()
-		}
+		// Drivers quote the DSN in some errors: show the redacted URL, and
+		// the cause without passwords.
+		return nil, fmt.Errorf("%w: open %s: %s", locker.ErrUnavailable, redact(u), scrub(u, err))
+	}
+	d, err := newDriver(ctx, db, true, opts...)
+	if err != nil {
+		closeGorm(db)
 		return nil, fmt.Errorf("locker/sql: open %s: %w", redact(u), err)
 	}
-	return l, nil
+	return wrap(d), nil
 }
 
-// invalidOrUnavailable classifies a gorm.Open failure. Drivers quote the
-// DSN in some errors, so only the redacted URL is shown, with the cause's
-// type of failure.
-func invalidOrUnavailable(u *url.URL, err error) error {
-	return fmt.Errorf("%w: open %s: %s", locker.ErrUnavailable, redact(u), scrub(u, err))
+func closeGorm(db *gorm.DB) {
+	if db == nil {
+		return
+	}
+	if sdb, err := db.DB(); err == nil {
+		_ = sdb.Close()
+	}
 }
 
-// scrub is err's message without u's passwords.
+// invalid is ErrInvalidURL for u, saying why.
+func invalid(u *url.URL, why string) error {
+	return fmt.Errorf("%w: %s: %s", locker.ErrInvalidURL, redact(u), why)
+}
+
+// scrub is err's message without u's passwords: its user info's, and
+// the password parameter's, which pgx also reads.
 func scrub(u *url.URL, err error) string {
 	msg := err.Error()
-	for _, pw := range passwords(u) {
-		msg = strings.ReplaceAll(msg, pw, "xxxxx")
+	q, _ := url.ParseQuery(u.RawQuery)
+	pw, _ := u.User.Password()
+	for _, p := range append(q["password"], pw) {
+		if p != "" {
+			msg = strings.ReplaceAll(msg, p, "xxxxx")
+		}
 	}
 	return msg
 }
@@ -194,19 +170,4 @@ func redact(u *url.URL) string {
 		c.RawQuery = "…"
 	}
 	return c.Redacted()
-}
-
-func passwords(u *url.URL) []string {
-	var pws []string
-	if pw, ok := u.User.Password(); ok && pw != "" {
-		pws = append(pws, pw)
-	}
-	if q, err := url.ParseQuery(u.RawQuery); err == nil {
-		for _, pw := range q["password"] {
-			if pw != "" {
-				pws = append(pws, pw)
-			}
-		}
-	}
-	return pws
 }

@@ -5,7 +5,6 @@ import (
 	dbsql "database/sql"
 	"errors"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -14,31 +13,47 @@ import (
 	"github.com/locker-go/locker/internal/wait"
 )
 
+// postgresDialect is the lock table on PostgreSQL.
 type postgresDialect struct {
+	statements
 	name string // table name, also the NOTIFY channel
-	q    struct {
-		acquire, acquireQueued, wait, leave, refresh, free, drop, expire, force, info string
-	}
 }
 
 func newPostgres(table string) *postgresDialect {
-	p := &postgresDialect{name: table}
 	r := strings.NewReplacer("{t}", `"`+table+`"`, "{q}", `"`+table+`_queue"`, "{tn}", table, "{now}", "clock_timestamp()",
 		"{ttl}", "clock_timestamp() + $3::float8 * interval '1 millisecond'",
-		"{id}", `(' ' || $4::text || ' ')`,
-		// next wakes the first live waiter once d has freed the key.
-		"{next}", `n AS (SELECT pg_notify('{tn}', w.token) FROM (SELECT token FROM {q}
-	WHERE "key" = $1 AND expires_at > {now} AND EXISTS (SELECT 1 FROM d) ORDER BY seq LIMIT 1) w)`)
-	// Twice: {next} holds placeholders of its own.
-	sub := func(s string) string { return r.Replace(r.Replace(s)) }
+		"{id}", `(' ' || $4::text || ' ')`, "{next}", pgNext)
+	sub := func(s string) string { return r.Replace(r.Replace(s)) } // twice: {next} holds placeholders
+	p := &postgresDialect{name: table}
+	p.sql = queries{
+		acquire:       sub(pgUpsert + "\nSELECT fence FROM ins"),
+		acquireQueued: sub(pgUpsert + pgQueue),
+		wait:          sub(pgWait),
+		leave:         sub(pgLeave),
+		refresh:       sub(pgRefresh),
+		release:       sub(pgRelease),
+		expire:        sub(pgExpire),
+		force:         sub(pgForce),
+		info:          sub(pgInfo),
+		prefix:        `left("key", char_length($1)) = $1`,
+	}
+	return p
+}
+
+// The Postgres statements (see queries), before newPostgres names the
+// table ({t}), its queue ({q}) and the bare name ({tn}: advisory lock,
+// fence sequence, NOTIFY channel).
+const (
+	// pgNext wakes the first live waiter once d has freed the key.
+	pgNext = `n AS (SELECT pg_notify('{tn}', w.token) FROM (SELECT token FROM {q}
+	WHERE "key" = $1 AND expires_at > {now} AND EXISTS (SELECT 1 FROM d) ORDER BY seq LIMIT 1) w)`
 	// lk serializes the acquirers of one key until commit, so that fences
 	// are drawn in the order acquisitions land (see the package doc). A
 	// live row of the same owner gains the hold id unless it has it
-	// already (a retry of this very call), whatever the queue; a free or
-	// expired row is taken unless a live waiter queued before us ($5, our
-	// token; "" is behind every waiter). Nothing comes back when the
-	// attempt fails: acquire then asks how long to wait.
-	acquire := `WITH lk AS MATERIALIZED (SELECT pg_advisory_xact_lock(hashtext('{tn}'), hashtext($1::text))),
+	// already, whatever the queue; a free or expired row is taken unless a
+	// live waiter queued before us ($5, our token; "" is behind every
+	// waiter).
+	pgUpsert = `WITH lk AS MATERIALIZED (SELECT pg_advisory_xact_lock(hashtext('{tn}'), hashtext($1::text))),
 ahead AS MATERIALIZED (SELECT 1 FROM {q} w, lk WHERE w."key" = $1::text AND w.token <> $5::text AND w.expires_at > {now}
 	AND w.seq < coalesce((SELECT seq FROM {q} WHERE "key" = $1::text AND token = $5::text), 9223372036854775807) LIMIT 1),
 ins AS (
@@ -54,67 +69,54 @@ ins AS (
 		owner = excluded.owner
 	WHERE (l.owner = excluded.owner AND l.expires_at > {now}) OR (l.expires_at <= {now} AND NOT EXISTS (SELECT 1 FROM ahead))
 	RETURNING fence)`
-	p.q.acquire = sub(acquire + `
-SELECT fence FROM ins`)
-	// A queued waiter's attempt also leaves the queue when it acquires, or
-	// else takes (or keeps) its place there until {ttl}, and clears places
-	// that lapsed.
-	p.q.acquireQueued = sub(acquire + `,
+	// pgQueue: a queued waiter's attempt also leaves the queue when it
+	// acquires, or else takes (or keeps) its place there until {ttl}, and
+	// clears places that lapsed.
+	pgQueue = `,
 deq AS (DELETE FROM {q} WHERE "key" = $1::text AND token = $5::text AND EXISTS (SELECT 1 FROM ins)),
 enq AS (INSERT INTO {q} ("key", token, expires_at) SELECT $1::text, $5::text, {ttl} WHERE NOT EXISTS (SELECT 1 FROM ins)
 	ON CONFLICT ("key", token) DO UPDATE SET expires_at = excluded.expires_at),
 gc AS (DELETE FROM {q} WHERE "key" = $1::text AND token <> $5::text AND expires_at <= {now})
-SELECT fence FROM ins`)
-	// wait: the holder's time left, else (the key is free, but waiters
+SELECT fence FROM ins`
+	// pgWait: the holder's time left, else (the key is free, but waiters
 	// are ahead) until the first of them lapses, else 0.
-	p.q.wait = sub(`SELECT coalesce(
-	(SELECT (extract(epoch FROM expires_at - {now}) * 1000)::float8 FROM {t} WHERE "key" = $1 AND expires_at > {now}),
-	(SELECT (extract(epoch FROM min(expires_at) - {now}) * 1000)::float8 FROM {q} WHERE "key" = $1 AND token <> $2 AND expires_at > {now}),
-	0)`)
-	// leave takes a waiter that gives up out of the queue; if the key is
-	// free, the next waiter may have been waiting behind it: wake it.
-	p.q.leave = sub(`WITH d AS (DELETE FROM {q} WHERE "key" = $1 AND token = $2 RETURNING 1)
+	pgWait = `SELECT coalesce(
+	(SELECT (extract(epoch FROM expires_at - {now}) * 1000)::bigint FROM {t} WHERE "key" = $1 AND expires_at > {now}),
+	(SELECT (extract(epoch FROM min(expires_at) - {now}) * 1000)::bigint FROM {q} WHERE "key" = $1 AND token <> $2 AND expires_at > {now}),
+	0)`
+	// pgLeave: if the key is free, the next waiter may have been waiting
+	// behind the one that leaves: wake it.
+	pgLeave = `WITH d AS (DELETE FROM {q} WHERE "key" = $1 AND token = $2 RETURNING 1)
 SELECT count(*) FROM (SELECT pg_notify('{tn}', w.token) FROM (SELECT token FROM {q}
 	WHERE "key" = $1 AND token <> $2 AND expires_at > {now} AND EXISTS (SELECT 1 FROM d)
 		AND NOT EXISTS (SELECT 1 FROM {t} WHERE "key" = $1 AND expires_at > {now})
-	ORDER BY seq LIMIT 1) w) n`)
-	p.q.refresh = sub(`UPDATE {t} SET expires_at = GREATEST(expires_at, {now} + $5::float8 * interval '1 millisecond')
-WHERE "key" = $1 AND owner = $2 AND fence = $3 AND strpos(ids, {id}) > 0`)
-	// free is the common release: the lease's hold is the row's only one.
-	p.q.free = sub(`WITH d AS (DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND fence = $3 AND ids = {id} RETURNING "key"),
-{next}
-SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM n)`)
-	// drop takes one hold id off the row (fence $3, or any fence if 0),
-	// deleting the row with its last hold. d and u are exclusive; the last
-	// column sees the row as the statement's snapshot did, to tell a lost
-	// race (hold still there, but the row changed meanwhile by another
-	// release of the same owner: retry) from a hold that is not there.
-	p.q.drop = sub(`WITH d AS (DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND ($3::bigint = 0 OR fence = $3) AND ids = {id} RETURNING "key"),
+	ORDER BY seq LIMIT 1) w) n`
+	pgRefresh = `UPDATE {t} SET expires_at = GREATEST(expires_at, {now} + $5::float8 * interval '1 millisecond')
+WHERE "key" = $1 AND owner = $2 AND fence = $3 AND strpos(ids, {id}) > 0 RETURNING 1`
+	// pgRelease: d and u are exclusive. exists sees the row as the
+	// statement's snapshot did, to tell a lost race (hold still there, but
+	// the row changed meanwhile by another release of the same owner:
+	// retry) from a hold that is not there.
+	pgRelease = `WITH d AS (DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND ($3::bigint = 0 OR fence = $3) AND ids = {id} RETURNING "key"),
 u AS (UPDATE {t} SET holds = holds - 1, ids = replace(ids, {id}, ' ')
 	WHERE "key" = $1 AND owner = $2 AND ($3::bigint = 0 OR fence = $3) AND strpos(ids, {id}) > 0 AND ids <> {id} RETURNING "key"),
 {next}
 SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM u), (SELECT count(*) FROM n),
-	EXISTS (SELECT 1 FROM {t} WHERE "key" = $1 AND owner = $2 AND ($3::bigint = 0 OR fence = $3) AND strpos(ids, {id}) > 0)`)
-	p.q.expire = sub(`WITH d AS (DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND fence = $3 AND expires_at <= {now} RETURNING "key"),
+	EXISTS (SELECT 1 FROM {t} WHERE "key" = $1 AND owner = $2 AND ($3::bigint = 0 OR fence = $3) AND strpos(ids, {id}) > 0)`
+	pgExpire = `WITH d AS (DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND fence = $3 AND expires_at <= {now} RETURNING "key"),
 {next}
-SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM n)`)
-	p.q.force = sub(`WITH d AS (DELETE FROM {t} WHERE "key" = $1 RETURNING "key", expires_at > {now} AS live),
+SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM n)`
+	pgForce = `WITH d AS (DELETE FROM {t} WHERE "key" = $1 RETURNING "key", expires_at > {now} AS live),
 {next}
-SELECT coalesce((SELECT bool_or(live) FROM d), false), (SELECT count(*) FROM n)`)
-	p.q.info = sub(`SELECT "key", owner, fence, holds, (extract(epoch FROM expires_at) * 1000)::bigint FROM {t} WHERE expires_at > {now}`)
-	return p
-}
+SELECT coalesce((SELECT bool_or(live) FROM d), false), (SELECT count(*) FROM n)`
+	pgInfo = `SELECT "key", owner, fence, holds, (extract(epoch FROM expires_at) * 1000)::bigint FROM {t} WHERE expires_at > {now}`
+)
 
-func (p *postgresDialect) migrate(ctx context.Context, db *dbsql.DB) error {
+// migrate takes turns with other sessions first: CREATE … IF NOT EXISTS
+// still fails when two sessions race to create the same table.
+func (p *postgresDialect) migrate(ctx context.Context, tx *dbsql.Tx) error {
 	r := strings.NewReplacer("{t}", `"`+p.name+`"`, "{tn}", p.name)
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	// CREATE … IF NOT EXISTS still fails when two sessions race to create
-	// the same table: take turns.
-	for _, s := range []string{
+	return execAll(ctx, tx,
 		r.Replace(`SELECT pg_advisory_xact_lock(hashtext('locker/sql migrate {tn}'))`),
 		r.Replace(`CREATE TABLE IF NOT EXISTS {t} (
 	"key" text COLLATE "C" PRIMARY KEY,
@@ -134,96 +136,7 @@ func (p *postgresDialect) migrate(ctx context.Context, db *dbsql.DB) error {
 	seq bigint GENERATED ALWAYS AS IDENTITY,
 	expires_at timestamptz NOT NULL,
 	PRIMARY KEY ("key", token)
-)`),
-	} {
-		if _, err := tx.ExecContext(ctx, s); err != nil {
-			return err
-		}
-	}
-	return tx.Commit()
-}
-
-func (p *postgresDialect) acquire(ctx context.Context, db *dbsql.DB, key, owner, id, token string, ttl time.Duration) (uint64, bool, time.Duration, error) {
-	var (
-		fence uint64
-		ms    float64
-	)
-	q := p.q.acquire
-	if token != "" {
-		q = p.q.acquireQueued
-	}
-	err := db.QueryRowContext(ctx, q, key, owner, ttl.Milliseconds(), id, token).Scan(&fence)
-	if err == nil {
-		return fence, true, 0, nil
-	}
-	if !errors.Is(err, dbsql.ErrNoRows) {
-		return 0, false, 0, err
-	}
-	err = db.QueryRowContext(ctx, p.q.wait, key, token).Scan(&ms)
-	return 0, false, time.Duration(ms * float64(time.Millisecond)), err
-}
-
-func (p *postgresDialect) leave(ctx context.Context, db *dbsql.DB, key, token string) error {
-	var notified int
-	return db.QueryRowContext(ctx, p.q.leave, key, token).Scan(&notified)
-}
-
-func (p *postgresDialect) refresh(ctx context.Context, db *dbsql.DB, key, owner, id string, fence uint64, ttl time.Duration) (bool, error) {
-	res, err := db.ExecContext(ctx, p.q.refresh, key, owner, int64(fence), id, ttl.Milliseconds())
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
-	return n > 0, err
-}
-
-func (p *postgresDialect) release(ctx context.Context, db *dbsql.DB, key, owner, id string, fence uint64) (bool, bool, error) {
-	var deleted, notified int
-	err := db.QueryRowContext(ctx, p.q.free, key, owner, int64(fence), id).Scan(&deleted, &notified)
-	if err != nil || deleted > 0 {
-		return deleted > 0, deleted > 0, err
-	}
-	// Not the row's only hold (re-entry), or not there at all.
-	return p.drop(ctx, db, key, owner, id, fence)
-}
-
-func (p *postgresDialect) abandon(ctx context.Context, db *dbsql.DB, key, owner, id string) (bool, error) {
-	_, freed, err := p.drop(ctx, db, key, owner, id, 0)
-	return freed, err
-}
-
-func (p *postgresDialect) drop(ctx context.Context, db *dbsql.DB, key, owner, id string, fence uint64) (bool, bool, error) {
-	var (
-		deleted, decremented, notified int
-		exists                         bool
-	)
-	err := db.QueryRowContext(ctx, p.q.drop, key, owner, int64(fence), id).Scan(&deleted, &decremented, &notified, &exists)
-	switch {
-	case err != nil:
-		return false, false, err
-	case deleted+decremented == 0 && exists:
-		return false, false, errRace
-	}
-	return deleted+decremented > 0, deleted > 0, nil
-}
-
-func (p *postgresDialect) expire(ctx context.Context, db *dbsql.DB, key, owner string, fence uint64) (bool, error) {
-	var deleted, notified int
-	err := db.QueryRowContext(ctx, p.q.expire, key, owner, int64(fence)).Scan(&deleted, &notified)
-	return deleted > 0, err
-}
-
-func (p *postgresDialect) forceUnlock(ctx context.Context, db *dbsql.DB, key string) (bool, error) {
-	var (
-		live     bool
-		notified int
-	)
-	err := db.QueryRowContext(ctx, p.q.force, key).Scan(&live, &notified)
-	return live, err
-}
-
-func (p *postgresDialect) info() (string, string) {
-	return p.q.info, `left("key", char_length($1)) = $1`
+)`))
 }
 
 // classify: server errors are transient only for the codes below; any
@@ -246,12 +159,12 @@ func (p *postgresDialect) classify(err error) (bool, bool) {
 	return true, !pgconn.SafeToRetry(err)
 }
 
-func (l *sqlLocker) initPostgres(ctx context.Context) error {
-	p := newPostgres(l.cfg.table)
-	l.d = p
+func (d *sqlDriver) initPostgres(ctx context.Context) error {
+	p := newPostgres(d.cfg.table)
+	d.d, d.q = p, p.sql
 	var cfg *pgx.ConnConfig
-	err := l.retry(ctx, func(ctx context.Context) error {
-		c, err := l.db.Conn(ctx)
+	err := d.retry(ctx, func(ctx context.Context) error {
+		c, err := d.db.Conn(ctx)
 		if err != nil {
 			return err
 		}
@@ -269,12 +182,12 @@ func (l *sqlLocker) initPostgres(ctx context.Context) error {
 	if cfg == nil {
 		// Not pgx: no LISTEN. Waiters fall back to backoff like SQLite's,
 		// woken early only by this Locker's own releases.
-		l.poll, l.hub = true, wait.NewHub(localChannel{})
+		d.poll, d.hub = true, wait.NewHub(localChannel{})
 		return nil
 	}
 	ls := newListener(cfg, p.name)
-	l.hub = wait.NewHub(ls)
-	ls.hub = l.hub
-	l.stop = ls.close
+	d.hub = wait.NewHub(ls)
+	ls.hub = d.hub
+	d.stop = ls.close
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/locker-go/locker/internal/wait"
 )
@@ -16,11 +15,10 @@ import (
 // process, so it is the local clock, shared by every process of the machine.
 const nowMS = `CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`
 
+// sqliteDialect is the lock table on SQLite.
 type sqliteDialect struct {
+	statements
 	t string // quoted table name
-	q struct {
-		acquire, remaining, refresh, release, expire, force, info string
-	}
 }
 
 func newSQLite(table string) *sqliteDialect {
@@ -29,8 +27,8 @@ func newSQLite(table string) *sqliteDialect {
 	// A same-owner row is re-entered while live, gaining the hold id $4
 	// unless it has it already (a retry of this very call); else, as an
 	// expired row, taken over: new owner, new fence, one hold. SET reads
-	// the old row.
-	s.q.acquire = r.Replace(`INSERT INTO {t} AS l ("key", owner, fence, holds, ids, expires_at)
+	// the old row. SQLite keeps no queue: acquireQueued is acquire.
+	acquire := r.Replace(`INSERT INTO {t} AS l ("key", owner, fence, holds, ids, expires_at)
 VALUES ($1, $2, (SELECT v + 1 FROM {fence} WHERE id = 1), 1, {id}, {now} + $3)
 ON CONFLICT ("key") DO UPDATE SET
 	fence = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN l.fence ELSE excluded.fence END,
@@ -41,20 +39,24 @@ ON CONFLICT ("key") DO UPDATE SET
 	owner = excluded.owner
 WHERE l.expires_at <= {now} OR l.owner = excluded.owner
 RETURNING fence`)
-	s.q.remaining = r.Replace(`SELECT expires_at - {now} FROM {t} WHERE "key" = $1`)
-	s.q.refresh = r.Replace(`UPDATE {t} SET expires_at = max(expires_at, {now} + $5)
-WHERE "key" = $1 AND owner = $2 AND fence = $3 AND instr(ids, {id}) > 0`)
-	// Takes hold id $4 off the row (fence $3, or any fence if 0); the
-	// trigger deletes the row once holds reach 0.
-	s.q.release = r.Replace(`UPDATE {t} SET holds = holds - 1, ids = replace(ids, {id}, ' ')
-WHERE "key" = $1 AND owner = $2 AND ($3 = 0 OR fence = $3) AND instr(ids, {id}) > 0 RETURNING holds`)
-	s.q.expire = r.Replace(`DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND fence = $3 AND expires_at <= {now}`)
-	s.q.force = r.Replace(`DELETE FROM {t} WHERE "key" = $1 RETURNING expires_at > {now}`)
-	s.q.info = r.Replace(`SELECT "key", owner, fence, holds, expires_at FROM {t} WHERE expires_at > {now}`)
+	s.sql = queries{
+		acquire:       acquire,
+		acquireQueued: acquire,
+		wait:          r.Replace(`SELECT coalesce((SELECT expires_at - {now} FROM {t} WHERE "key" = $1), 0)`),
+		refresh: r.Replace(`UPDATE {t} SET expires_at = max(expires_at, {now} + $5)
+WHERE "key" = $1 AND owner = $2 AND fence = $3 AND instr(ids, {id}) > 0 RETURNING 1`),
+		// The trigger deletes the row once holds reach 0.
+		release: r.Replace(`UPDATE {t} SET holds = holds - 1, ids = replace(ids, {id}, ' ')
+WHERE "key" = $1 AND owner = $2 AND ($3 = 0 OR fence = $3) AND instr(ids, {id}) > 0 RETURNING holds <= 0, holds > 0, 0, 0`),
+		expire: r.Replace(`DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND fence = $3 AND expires_at <= {now} RETURNING 1, 0`),
+		force:  r.Replace(`DELETE FROM {t} WHERE "key" = $1 RETURNING expires_at > {now}, 0`),
+		info:   r.Replace(`SELECT "key", owner, fence, holds, expires_at FROM {t} WHERE expires_at > {now}`),
+		prefix: `substr("key", 1, length($1)) = $1`,
+	}
 	return s
 }
 
-func (s *sqliteDialect) migrate(ctx context.Context, db *dbsql.DB) error {
+func (s *sqliteDialect) migrate(ctx context.Context, tx *dbsql.Tx) error {
 	r := strings.NewReplacer("{t}", s.t, "{tn}", strings.Trim(s.t, `"`))
 	// IF NOT EXISTS throughout: processes may race to create the schema.
 	ddl := r.Replace(`
@@ -74,97 +76,17 @@ CREATE TRIGGER IF NOT EXISTS "{tn}_fence_update" AFTER UPDATE OF fence ON {t}
 BEGIN UPDATE "{tn}_fence" SET v = NEW.fence WHERE id = 1 AND v < NEW.fence; END;
 CREATE TRIGGER IF NOT EXISTS "{tn}_release" AFTER UPDATE OF holds ON {t} WHEN NEW.holds <= 0
 BEGIN DELETE FROM {t} WHERE "key" = NEW."key"; END;`)
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, ddl); err != nil {
-		return err
-	}
 	// Tables made before hold ids existed. (Their rows then have no ids;
 	// they lapse by their TTL.)
 	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info($1) WHERE name = 'ids'`, strings.Trim(s.t, `"`)).Scan(&n); err != nil {
-		return err
-	}
-	if n == 0 {
-		if _, err := tx.ExecContext(ctx, r.Replace(`ALTER TABLE {t} ADD COLUMN ids TEXT NOT NULL DEFAULT ' '`)); err != nil {
-			return err
-		}
-	}
-	return tx.Commit()
-}
-
-func (s *sqliteDialect) acquire(ctx context.Context, db *dbsql.DB, key, owner, id, _ string, ttl time.Duration) (uint64, bool, time.Duration, error) {
-	var fence uint64
-	err := db.QueryRowContext(ctx, s.q.acquire, key, owner, ttl.Milliseconds(), id).Scan(&fence)
+	err := execAll(ctx, tx, ddl)
 	if err == nil {
-		return fence, true, 0, nil
+		err = tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info($1) WHERE name = 'ids'`, strings.Trim(s.t, `"`)).Scan(&n)
 	}
-	if !errors.Is(err, dbsql.ErrNoRows) {
-		return 0, false, 0, err
+	if err == nil && n == 0 {
+		err = execAll(ctx, tx, r.Replace(`ALTER TABLE {t} ADD COLUMN ids TEXT NOT NULL DEFAULT ' '`))
 	}
-	// Held by another owner. SQLite cannot return the holder's row from the
-	// refused upsert, so a second, read-only statement asks; if the row is
-	// gone meanwhile, remaining stays 0 and the waiter retries at once.
-	var ms int64
-	err = db.QueryRowContext(ctx, s.q.remaining, key).Scan(&ms)
-	if err != nil && !errors.Is(err, dbsql.ErrNoRows) {
-		return 0, false, 0, err
-	}
-	return 0, false, time.Duration(ms) * time.Millisecond, nil
-}
-
-func (s *sqliteDialect) refresh(ctx context.Context, db *dbsql.DB, key, owner, id string, fence uint64, ttl time.Duration) (bool, error) {
-	res, err := db.ExecContext(ctx, s.q.refresh, key, owner, fence, id, ttl.Milliseconds())
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
-	return n > 0, err
-}
-
-func (s *sqliteDialect) release(ctx context.Context, db *dbsql.DB, key, owner, id string, fence uint64) (bool, bool, error) {
-	var holds int
-	err := db.QueryRowContext(ctx, s.q.release, key, owner, fence, id).Scan(&holds)
-	switch {
-	case errors.Is(err, dbsql.ErrNoRows):
-		return false, false, nil
-	case err != nil:
-		return false, false, err
-	}
-	return true, holds <= 0, nil
-}
-
-// leave: SQLite keeps no queue.
-func (s *sqliteDialect) leave(context.Context, *dbsql.DB, string, string) error { return nil }
-
-func (s *sqliteDialect) abandon(ctx context.Context, db *dbsql.DB, key, owner, id string) (bool, error) {
-	_, freed, err := s.release(ctx, db, key, owner, id, 0)
-	return freed, err
-}
-
-func (s *sqliteDialect) expire(ctx context.Context, db *dbsql.DB, key, owner string, fence uint64) (bool, error) {
-	res, err := db.ExecContext(ctx, s.q.expire, key, owner, fence)
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
-	return n > 0, err
-}
-
-func (s *sqliteDialect) forceUnlock(ctx context.Context, db *dbsql.DB, key string) (bool, error) {
-	var live bool
-	err := db.QueryRowContext(ctx, s.q.force, key).Scan(&live)
-	if errors.Is(err, dbsql.ErrNoRows) {
-		return false, nil
-	}
-	return live, err
-}
-
-func (s *sqliteDialect) info() (string, string) {
-	return s.q.info, `substr("key", 1, length($1)) = $1`
+	return err
 }
 
 // classify: only SQLITE_BUSY and SQLITE_LOCKED are transient, and a
@@ -191,10 +113,10 @@ type fileState struct {
 	refs int
 }
 
-var files = struct {
-	sync.Mutex
-	m map[string]*fileState
-}{m: map[string]*fileState{}}
+var (
+	filesMu sync.Mutex
+	files   = map[string]*fileState{}
+)
 
 // localChannel is the hub's backend for in-process notification: nothing
 // to subscribe to, since releases in this process call Notify directly.
@@ -203,16 +125,16 @@ type localChannel struct{}
 func (localChannel) Subscribe(context.Context, string) error { return nil }
 func (localChannel) Unsubscribe(string)                      {}
 
-func (l *sqlLocker) initSQLite(ctx context.Context) error {
-	s := newSQLite(l.cfg.table)
-	l.d, l.poll = s, true
+func (d *sqlDriver) initSQLite(ctx context.Context) error {
+	s := newSQLite(d.cfg.table)
+	d.d, d.q, d.poll = s, s.sql, true
 	// One connection per Locker: SQLite has one writer at a time anyway,
 	// and a single connection never deadlocks on its own pool.
-	l.db.SetMaxOpenConns(1)
+	d.db.SetMaxOpenConns(1)
 	var file string
-	err := l.retry(ctx, func(ctx context.Context) error {
+	err := d.retry(ctx, func(ctx context.Context) error {
 		// seq, name, file of the main database; file is "" in memory.
-		return l.db.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&file)
+		return d.db.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&file)
 	}, nil)
 	if err != nil {
 		return err
@@ -220,25 +142,22 @@ func (l *sqlLocker) initSQLite(ctx context.Context) error {
 	if file == "" {
 		return fmt.Errorf("%w: an in-memory SQLite database is private to its connection: use a file", ErrInvalidOption)
 	}
-	id := file + "\x00" + l.cfg.table
-	files.Lock()
-	f := files.m[id]
+	id := file + "\x00" + d.cfg.table
+	filesMu.Lock()
+	defer filesMu.Unlock()
+	f := files[id]
 	if f == nil {
 		f = &fileState{hub: wait.NewHub(localChannel{}), gate: make(chan struct{}, 1)}
-		files.m[id] = f
+		files[id] = f
 	}
 	f.refs++
-	files.Unlock()
-	l.hub, l.gate = f.hub, f.gate
-	var once sync.Once
-	l.stop = func() {
-		once.Do(func() {
-			files.Lock()
-			defer files.Unlock()
-			if f.refs--; f.refs == 0 {
-				delete(files.m, id)
-			}
-		})
-	}
+	d.hub, d.gate = f.hub, f.gate
+	d.stop = sync.OnceFunc(func() {
+		filesMu.Lock()
+		defer filesMu.Unlock()
+		if f.refs--; f.refs == 0 {
+			delete(files, id)
+		}
+	})
 	return nil
 }
