@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/urlx"
 )
 
 func init() {
@@ -34,7 +35,7 @@ func openPostgres(ctx context.Context, u *url.URL) (locker.Locker, error) {
 		return nil, err
 	}
 	if _, err := pgx.ParseConfig(dsn); err != nil {
-		return nil, invalid(u, scrub(u, err))
+		return nil, urlx.Invalid(u, "%s", urlx.Scrub(err.Error(), u))
 	}
 	db, err := gorm.Open(postgres.Open(dsn), gormConfig())
 	return openWith(ctx, u, db, err, opts)
@@ -77,20 +78,20 @@ func sqlitePath(u *url.URL) (string, []Option, error) {
 	if u.Opaque != "" { // sqlite:rel/path.db
 		var err error
 		if path, err = url.PathUnescape(u.Opaque); err != nil {
-			return "", nil, invalid(u, "bad path")
+			return "", nil, urlx.Invalid(u, "bad path")
 		}
 	} else if u.Host != "" || u.User != nil {
-		return "", nil, invalid(u, "a sqlite URL has no host: use sqlite:///abs/path.db or sqlite:rel/path.db")
+		return "", nil, urlx.Invalid(u, "a sqlite URL has no host: use sqlite:///abs/path.db or sqlite:rel/path.db")
 	}
 	if path == "" || strings.HasSuffix(path, "/") {
-		return "", nil, invalid(u, "no file name")
+		return "", nil, urlx.Invalid(u, "no file name")
 	}
 	if strings.ContainsAny(path, "?\x00") || strings.HasPrefix(path, "file:") || path == ":memory:" {
-		return "", nil, invalid(u, "unsupported file name")
+		return "", nil, urlx.Invalid(u, "unsupported file name")
 	}
 	q, opts, err := takeOptions(u)
 	for k := range q {
-		return "", nil, invalid(u, fmt.Sprintf("unknown parameter %q (sqlite takes only table)", k))
+		return "", nil, urlx.Invalid(u, "unknown parameter %q (sqlite takes only table)", k)
 	}
 	return path, opts, err
 }
@@ -100,18 +101,18 @@ func sqlitePath(u *url.URL) (string, []Option, error) {
 func takeOptions(u *url.URL) (url.Values, []Option, error) {
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return nil, nil, invalid(u, "bad query")
+		return nil, nil, urlx.Invalid(u, "bad query")
 	}
 	var opts []Option
 	if t, ok := q["table"]; ok {
 		if len(t) != 1 {
-			return nil, nil, invalid(u, fmt.Sprintf("table given %d times", len(t)))
+			return nil, nil, urlx.Invalid(u, "table given %d times", len(t))
 		}
 		opts = append(opts, WithTable(t[0]))
 		delete(q, "table")
 	}
 	if _, err := resolve(opts); err != nil {
-		return nil, nil, fmt.Errorf("%w: %s: %w", locker.ErrInvalidURL, redact(u), err)
+		return nil, nil, fmt.Errorf("%w: %s: %w", locker.ErrInvalidURL, urlx.Redact(u), err)
 	}
 	return q, opts, nil
 }
@@ -121,12 +122,12 @@ func openWith(ctx context.Context, u *url.URL, db *gorm.DB, err error, opts []Op
 	if err != nil {
 		// Drivers quote the DSN in some errors: show the redacted URL, and
 		// the cause without passwords.
-		return nil, fmt.Errorf("%w: open %s: %s", locker.ErrUnavailable, redact(u), scrub(u, err))
+		return nil, fmt.Errorf("%w: open %s: %s", locker.ErrUnavailable, urlx.Redact(u), urlx.Scrub(err.Error(), u))
 	}
 	d, err := newDriver(ctx, db, true, opts...)
 	if err != nil {
 		closeGorm(db)
-		return nil, fmt.Errorf("locker/sql: open %s: %w", redact(u), err)
+		return nil, fmt.Errorf("locker/sql: open %s: %w", urlx.Redact(u), err)
 	}
 	return wrap(d), nil
 }
@@ -138,36 +139,4 @@ func closeGorm(db *gorm.DB) {
 	if sdb, err := db.DB(); err == nil {
 		_ = sdb.Close()
 	}
-}
-
-// invalid is ErrInvalidURL for u, saying why.
-func invalid(u *url.URL, why string) error {
-	return fmt.Errorf("%w: %s: %s", locker.ErrInvalidURL, redact(u), why)
-}
-
-// scrub is err's message without u's passwords: its user info's, and
-// the password parameter's, which pgx also reads.
-func scrub(u *url.URL, err error) string {
-	msg := err.Error()
-	q, _ := url.ParseQuery(u.RawQuery)
-	pw, _ := u.User.Password()
-	for _, p := range append(q["password"], pw) {
-		if p != "" {
-			msg = strings.ReplaceAll(msg, p, "xxxxx")
-		}
-	}
-	return msg
-}
-
-// redact is u for messages: without the password of its user info or of a
-// password parameter (which pgx also reads).
-func redact(u *url.URL) string {
-	c := *u
-	if q, err := url.ParseQuery(c.RawQuery); err == nil && q.Has("password") {
-		q.Set("password", "xxxxx")
-		c.RawQuery = q.Encode()
-	} else if err != nil {
-		c.RawQuery = "…"
-	}
-	return c.Redacted()
 }
