@@ -1,3 +1,6 @@
+// Package wait holds what drivers share for notified waiting: a Hub fans
+// one backend subscription per key out to the waiters of one Locker. (The
+// wait loop itself is the portable Locker's, in package locker.)
 package wait
 
 import (
