@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/backoff"
 )
 
 // An orphan is an entry's hold whose removal failed: of a cancelled Lock,
@@ -36,27 +37,26 @@ func (d *etcdDriver) orphan(en *entry) {
 }
 
 // sweepLoop retries the orphans with backoff until none is left or the
-// driver closes.
+// driver closes. Finding none left and ending the loop happen under d.mu,
+// so an orphan recorded meanwhile either is seen or starts a new loop.
 func (d *etcdDriver) sweepLoop() {
-	wait := sweepFirst
-	t := time.NewTimer(wait) // its caller has just failed: give it a moment
-	defer t.Stop()
-	for {
-		select {
-		case <-d.ctx.Done():
-		case <-t.C:
-			d.sweep(d.ctx)
-		}
+	p := backoff.Policy{Min: 2 * sweepFirst, Max: sweepMax}
+	// Its caller has just failed: give it a moment.
+	if backoff.Sleep(d.ctx, sweepFirst) && backoff.Retry(d.ctx, p, func(ctx context.Context) bool {
+		d.sweep(ctx)
 		d.mu.Lock()
-		if len(d.orphans) == 0 || d.ctx.Err() != nil {
+		defer d.mu.Unlock()
+		if len(d.orphans) == 0 || ctx.Err() != nil {
 			d.sweeping = false
-			d.mu.Unlock()
-			return
+			return true
 		}
-		d.mu.Unlock()
-		wait = min(2*wait, sweepMax)
-		t.Reset(wait)
+		return false
+	}) {
+		return
 	}
+	d.mu.Lock() // closed
+	d.sweeping = false
+	d.mu.Unlock()
 }
 
 // sweep makes one pass over the orphans, stopping at the first failure

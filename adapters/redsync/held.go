@@ -3,6 +3,8 @@ package redsync
 import (
 	"context"
 	"time"
+
+	"github.com/locker-go/locker/internal/backoff"
 )
 
 // held is the driver.Hold of one hold on a quorum of masters.
@@ -60,15 +62,18 @@ func failedMasters(res []result[[]int64]) map[int]bool {
 	return failed
 }
 
-// retry releases again on the failed masters, a few times, spaced by the
-// node timeout; a master down for longer lets the record expire.
+// retry releases again on the failed masters, up to 3 times, spaced by
+// the node timeout; a master down for longer lets the record expire.
 func (d *redlock) retry(failed map[int]bool, keys []string, args ...any) {
-	for range 3 {
-		time.Sleep(d.cfg.nodeTimeout) // a background pause, not a wait for state
-		todo := failed                // read by this round's stragglers too: never written
-		failed = failedMasters(d.roundOn(context.Background(), func(i int) bool { return todo[i] }, releaseScript, keys, args...))
-		if len(failed) == 0 {
-			return
-		}
+	ctx, tries := context.Background(), 0
+	every := backoff.Policy{Min: d.cfg.nodeTimeout, Max: d.cfg.nodeTimeout}
+	if !backoff.Sleep(ctx, every.Min) { // the round that failed has just ended
+		return
 	}
+	backoff.Retry(ctx, every, func(ctx context.Context) bool {
+		todo := failed // read by this round's stragglers too: never written
+		failed = failedMasters(d.roundOn(ctx, func(i int) bool { return todo[i] }, releaseScript, keys, args...))
+		tries++
+		return len(failed) == 0 || tries == 3
+	})
 }

@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/backoff"
 )
 
 // master is one Redis master and the driver's subscription connection to it.
@@ -142,28 +143,28 @@ func (m *master) settle(channel string, c *subCall, err error) bool {
 func (m *master) read(d *redlock) {
 	defer close(m.done)
 	prefix := d.channel("")
-	backoff := 10 * time.Millisecond
+	quit, cancel := backoff.Until(context.Background(), m.quit)
+	defer cancel()
+	pace := backoff.Policy{Min: 10 * time.Millisecond, Max: time.Second}
 	for {
-		msg, err := m.ps.Receive(context.Background())
-		if errors.Is(err, goredis.ErrClosed) {
+		var msg any
+		var err error
+		// Master down: go-redis redials on the next Receive, paced here.
+		if !backoff.Retry(quit, pace, func(context.Context) bool {
+			msg, err = m.ps.Receive(context.Background())
+			if err != nil && !errors.Is(err, goredis.ErrClosed) {
+				// The confirmations due on the lost connection never
+				// come: their callers time out on this master, and none
+				// is completed by a later, unrelated confirmation.
+				m.mu.Lock()
+				clear(m.expect)
+				m.mu.Unlock()
+				return false
+			}
+			return true
+		}) || errors.Is(err, goredis.ErrClosed) {
 			return
 		}
-		if err != nil { // master down: go-redis redials on the next Receive
-			// The confirmations due on the lost connection never come:
-			// their callers time out on this master, and none is
-			// completed by a later, unrelated confirmation.
-			m.mu.Lock()
-			clear(m.expect)
-			m.mu.Unlock()
-			select {
-			case <-time.After(backoff):
-			case <-m.quit:
-				return
-			}
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		backoff = 10 * time.Millisecond
 		switch msg := msg.(type) {
 		case *goredis.Message:
 			if key := strings.TrimPrefix(msg.Channel, prefix); d.news.heard(key, msg.Payload) {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/backoff"
 )
 
 // errRace is returned by a statement that lost a race it can retry at once
@@ -37,36 +37,33 @@ func (d *sqlDriver) retry(ctx context.Context, op func(context.Context) error, a
 // the end of ctx). Errors wrap locker.ErrUnavailable, or ctx.Err() once
 // ctx has ended.
 func retry(ctx context.Context, timeout time.Duration, classify func(error) (transient, ambiguous bool), op func(context.Context) error, ambiguous *bool) error {
-	end := time.Now().Add(timeout)
-	backoff := time.Millisecond
 	if ambiguous == nil {
 		ambiguous = new(bool)
 	}
-	for {
-		err := op(ctx)
-		if err == nil {
-			return nil
+	var err error
+	p := backoff.Policy{Min: time.Millisecond, Max: 200 * time.Millisecond, Jitter: true, Until: time.Now().Add(timeout)}
+	backoff.Retry(ctx, p, func(ctx context.Context) bool {
+		if err = op(ctx); err == nil {
+			return true
 		}
 		if ctx.Err() != nil {
 			// The failure may be the cancellation of a statement that the
 			// server had already applied.
 			*ambiguous = true
-			return fmt.Errorf("locker/sql: %w (%v)", ctx.Err(), err)
+			return true
 		}
 		transient, amb := errors.Is(err, errRace), false
 		if !transient {
 			transient, amb = classify(err)
 		}
 		*ambiguous = *ambiguous || amb
-		sleep := backoff/2 + rand.N(backoff/2+1) // jitter spreads contending retries
-		if !transient || time.Now().Add(sleep).After(end) {
-			return locker.Unavailable(err)
-		}
-		select {
-		case <-time.After(sleep):
-		case <-ctx.Done():
-			return fmt.Errorf("locker/sql: %w (%v)", ctx.Err(), err)
-		}
-		backoff = min(2*backoff, 200*time.Millisecond)
+		return !transient
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("locker/sql: %w (%v)", ctx.Err(), err)
 	}
+	return locker.Unavailable(err)
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/locker-go/locker/internal/backoff"
 )
 
 // Nodes no lock stands behind (a cancelled or failed Lock's, a lost
@@ -86,21 +88,14 @@ func (z *zkDriver) reapLost(s *session, parent, prefix string, sid int64) {
 }
 
 // retry runs op until it succeeds or fails for good: with backoff while
-// the failure is the connection's and sid is still s's session.
+// the failure is the connection's and sid is still s's session, until the
+// Locker or the session is closed (the server then drops its nodes).
 func (z *zkDriver) retry(s *session, sid int64, op func() error) {
-	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		err := op()
-		if !retryable(err) || s.conn.SessionID() != sid {
-			return
-		}
-		select {
-		case <-z.quit:
-			return
-		case <-s.quit: // closed: the server drops the session's nodes
-			return
-		case <-time.After(wait):
-		}
-	}
+	ctx, cancel := backoff.Until(context.Background(), z.quit, s.quit)
+	defer cancel()
+	backoff.Retry(ctx, backoff.Policy{Min: 20 * time.Millisecond, Max: time.Second}, func(context.Context) bool {
+		return !retryable(op()) || s.conn.SessionID() != sid
+	})
 }
 
 // retryable reports a failure of the connection after which the session,

@@ -16,12 +16,14 @@ type Policy struct {
 	// Jitter waits a random time between half the delay and the delay, so
 	// that clients failing together do not retry together.
 	Jitter bool
+	// Until, if set, is when retrying ends: a wait that would end after
+	// it is not begun.
+	Until time.Time
 }
 
 // Retry calls attempt until it reports done, waiting between attempts as
 // p says, and returns true; or returns false once ctx ends, or when the
-// next wait would outlast ctx's deadline (no attempt could follow it).
-// The first attempt is made at once.
+// next wait would end after p.Until. The first attempt is made at once.
 func Retry(ctx context.Context, p Policy, attempt func(ctx context.Context) (done bool)) bool {
 	delay := p.Min
 	for {
@@ -32,19 +34,15 @@ func Retry(ctx context.Context, p Policy, attempt func(ctx context.Context) (don
 		if p.Jitter {
 			wait = delay/2 + rand.N(delay/2+1)
 		}
-		if !Sleep(ctx, wait) {
+		if !p.Until.IsZero() && time.Now().Add(wait).After(p.Until) || !Sleep(ctx, wait) {
 			return false
 		}
 		delay = min(2*delay, p.Max)
 	}
 }
 
-// Sleep waits d and returns true, or returns false at once if ctx would
-// end first (its deadline comes before d has passed), or when it ends.
+// Sleep waits d and returns true, or returns false when ctx ends first.
 func Sleep(ctx context.Context, d time.Duration) bool {
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
-		return false
-	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
