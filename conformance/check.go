@@ -142,6 +142,15 @@ func (e *env) clientsN(n int) ([]locker.Locker, error) {
 	return ls, nil
 }
 
+// two makes the two clients most checks use.
+func (e *env) two() (a, b locker.Locker, err error) {
+	ls, err := e.clientsN(2)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ls[0], ls[1], nil
+}
+
 // closeClients closes the check's clients, at once: a crashed client's
 // Close may wait out a timeout. Those the check closed itself answer
 // ErrClosed, which is no news.

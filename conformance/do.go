@@ -12,11 +12,10 @@ import (
 
 func checkDo(e *env) error {
 	key := e.prefix + "k"
-	ls, err := e.clientsN(2)
+	a, b, err := e.two()
 	if err != nil {
 		return err
 	}
-	a, b := ls[0], ls[1]
 	boom := errors.New("boom")
 	err = locker.Do(e.ctx, a, key, func(ctx context.Context) error {
 		if _, err := b.TryLock(ctx, key); !errors.Is(err, locker.ErrLocked) {

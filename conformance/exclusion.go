@@ -82,11 +82,10 @@ func (r *counterRace) round(l locker.Locker) bool {
 
 func checkTryLockHeld(e *env) error {
 	key := e.prefix + "k"
-	ls, err := e.clientsN(2)
+	a, b, err := e.two()
 	if err != nil {
 		return err
 	}
-	a, b := ls[0], ls[1]
 	held, err := e.tryLock(a, key)
 	if err != nil {
 		return err
@@ -124,11 +123,10 @@ func checkIndependentKeys(e *env) error {
 func checkOpaqueKeys(e *env) error {
 	p := e.prefix
 	names := []string{"a", "a.b", "a-b", "a%b", "a_b", "a*", "a?", "[a]", "a/b", "a/b/c", "a\\b", "ab", "ключ", "a b", "{a}"}
-	ls, err := e.clientsN(2)
+	a, b, err := e.two()
 	if err != nil {
 		return err
 	}
-	a, b := ls[0], ls[1]
 	leases := map[string]locker.Lease{}
 	for _, n := range names {
 		if leases[n], err = e.tryLock(a, p+n); err != nil { // each is free although the others are held
@@ -162,11 +160,10 @@ func checkOpaqueKeys(e *env) error {
 
 func checkReentry(e *env) error {
 	key := e.prefix + "k"
-	ls, err := e.clientsN(2)
+	a, b, err := e.two()
 	if err != nil {
 		return err
 	}
-	a, b := ls[0], ls[1]
 	me := locker.WithOwner("owner-" + runID)
 	first, err := e.tryLock(a, key, me)
 	if err != nil {
@@ -199,11 +196,10 @@ func checkReentry(e *env) error {
 
 func checkDoubleUnlock(e *env) error {
 	key := e.prefix + "k"
-	ls, err := e.clientsN(2)
+	a, b, err := e.two()
 	if err != nil {
 		return err
 	}
-	a, b := ls[0], ls[1]
 	lease, err := e.tryLock(a, key)
 	if err != nil {
 		return err

@@ -14,11 +14,10 @@ import (
 
 func checkExpiryWithoutKeepAlive(e *env) error {
 	key := e.prefix + "k"
-	ls, err := e.clientsN(2)
+	a, b, err := e.two()
 	if err != nil {
 		return err
 	}
-	a, b := ls[0], ls[1]
 	ttl := e.h.ttl()
 	start := time.Now()
 	old, err := e.tryLock(a, key, locker.WithTTL(ttl), locker.WithKeepAlive(false))
@@ -51,11 +50,10 @@ func checkExpiryAfterCrash(e *env) error {
 		return skip("Harness.Crash is nil: no way to crash a client")
 	}
 	key := e.prefix + "k"
-	ls, err := e.clientsN(2)
+	a, b, err := e.two()
 	if err != nil {
 		return err
 	}
-	a, b := ls[0], ls[1]
 	ttl := e.h.ttl()
 	old, err := e.tryLock(a, key, locker.WithTTL(ttl))
 	if err != nil {
@@ -114,11 +112,10 @@ func checkOwnerOnlyRelease(e *env) error {
 
 func checkKeepAlive(e *env) error {
 	key := e.prefix + "k"
-	ls, err := e.clientsN(2)
+	a, b, err := e.two()
 	if err != nil {
 		return err
 	}
-	a, b := ls[0], ls[1]
 	ttl := e.h.ttl()
 	held, err := e.lock(a, key, locker.WithTTL(ttl))
 	if err != nil {

@@ -46,11 +46,10 @@ func checkNoLeak(e *env) error {
 
 func checkAdmin(e *env) error {
 	p := e.prefix
-	ls, err := e.clientsN(2)
+	a, b, err := e.two()
 	if err != nil {
 		return err
 	}
-	a, b := ls[0], ls[1]
 	adm, ok := b.(locker.Admin)
 	if !ok {
 		return skip("this Locker does not implement locker.Admin")

@@ -57,11 +57,10 @@ func checkInvalidInput(e *env) error {
 
 func checkClosed(e *env) error {
 	key := e.prefix + "k"
-	ls, err := e.clientsN(2)
+	a, b, err := e.two()
 	if err != nil {
 		return err
 	}
-	a, b := ls[0], ls[1]
 	lease, err := e.tryLock(a, key)
 	if err != nil {
 		return err

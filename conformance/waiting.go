@@ -79,11 +79,10 @@ func abandonLocks(e *env, l locker.Locker, key string) error {
 // A waiter gets the key soon after Unlock, far sooner than the holder's TTL.
 func checkHandoff(e *env) error {
 	key := e.prefix + "k"
-	ls, err := e.clientsN(2)
+	a, b, err := e.two()
 	if err != nil {
 		return err
 	}
-	a, b := ls[0], ls[1]
 	held, err := e.lock(a, key, locker.WithTTL(time.Minute))
 	if err != nil {
 		return err
@@ -185,11 +184,10 @@ func checkFIFO(e *env) error {
 
 func checkCloseWakesWaiters(e *env) error {
 	key := e.prefix + "k"
-	ls, err := e.clientsN(2)
+	a, b, err := e.two()
 	if err != nil {
 		return err
 	}
-	a, b := ls[0], ls[1]
 	held, err := e.lock(a, key)
 	if err != nil {
 		return err
