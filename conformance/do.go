@@ -8,7 +8,8 @@ import (
 )
 
 // The checks of locker.Do on the Locker: it holds the key while fn runs,
-// returns fn's error, and ends fn's context when the lease is lost.
+// gives fn the lease (LeaseFrom), returns fn's error, and ends fn's
+// context when the lease is lost, then says so whatever fn returned.
 
 func checkDo(e *env) error {
 	key := e.prefix + "k"
@@ -20,6 +21,9 @@ func checkDo(e *env) error {
 	err = locker.Do(e.ctx, a, key, func(ctx context.Context) error {
 		if _, err := b.TryLock(ctx, key); !errors.Is(err, locker.ErrLocked) {
 			e.errorf("TryLock inside Do = %v, want ErrLocked", err)
+		}
+		if lease, ok := locker.LeaseFrom(ctx); !ok || lease.Key() != key || lease.Err() != nil {
+			e.errorf("LeaseFrom inside Do = %v, %v; want the held lease", lease, ok)
 		}
 		return boom
 	})
@@ -40,10 +44,10 @@ func checkDoLeaseLost(e *env) error {
 		if cause := context.Cause(ctx); !errors.Is(cause, locker.ErrLeaseLost) {
 			e.errorf("fn's ctx ended with %v, want ErrLeaseLost", cause)
 		}
-		return nil
+		return ctx.Err() // as work that stops with its context does
 	}, locker.WithTTL(e.h.ttl()), locker.WithKeepAlive(false))
-	if !errors.Is(err, locker.ErrLeaseLost) {
-		e.errorf("Do after the lease lapsed = %w, want ErrLeaseLost", err) // %w: a caller can tell a refused TTL (ErrInvalidTTL)
+	if !errors.Is(err, locker.ErrLeaseLost) || !errors.Is(err, context.Canceled) {
+		e.errorf("Do after the lease lapsed = %w, want ErrLeaseLost with fn's error", err) // %w: a caller can tell a refused TTL (ErrInvalidTTL)
 	}
 	return nil
 }
