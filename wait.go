@@ -3,6 +3,7 @@ package locker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/locker-go/locker/driver"
@@ -18,7 +19,8 @@ const minFallback = time.Millisecond
 // before subscribing, so an uncontended Lock costs one round trip, unless
 // the driver listens already (then it subscribes first, for free); every
 // later attempt is made while subscribed, so no release slips between an
-// attempt and the wait.
+// attempt and the wait. A Lock whose ctx ends while another owner holds
+// the key returns an error matching both ErrLocked and ctx.Err().
 func (p *portable) wait(ctx context.Context, r *driver.Request) (Lease, error) {
 	var wake <-chan struct{}
 	subscribe := func() (stop func(), err error) {
@@ -35,11 +37,16 @@ func (p *portable) wait(ctx context.Context, r *driver.Request) (Lease, error) {
 	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	refused := false // another owner held the key when we last looked
 	for {
 		l, retry, err := p.try(ctx, r)
+		if refused && err != nil && ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: %q: %w", ErrLocked, r.Key, ctx.Err())
+		}
 		if !errors.Is(err, ErrLocked) {
 			return l, err
 		}
+		refused = true
 		if wake == nil && p.notifier != nil {
 			stop, err := subscribe()
 			if err != nil {
@@ -53,7 +60,7 @@ func (p *portable) wait(ctx context.Context, r *driver.Request) (Lease, error) {
 		case <-wake:
 		case <-timer.C:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, fmt.Errorf("%w: %q: %w", ErrLocked, r.Key, ctx.Err())
 		}
 	}
 }

@@ -61,8 +61,8 @@ func abandonLocks(e *env, l locker.Locker, key string) error {
 	ctx, cancel := context.WithTimeout(e.ctx, 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	if lease, err := l.Lock(ctx, key); !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("Lock past its deadline = %v, %v; want an error matching context.DeadlineExceeded", lease, err)
+	if lease, err := l.Lock(ctx, key); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, locker.ErrLocked) {
+		return fmt.Errorf("Lock past its deadline = %v, %v; want an error matching context.DeadlineExceeded and ErrLocked", lease, err)
 	}
 	if d := time.Since(start); d > 200*time.Millisecond+slack {
 		e.errorf("Lock returned %v after its ctx deadline", d-200*time.Millisecond)
@@ -70,8 +70,8 @@ func abandonLocks(e *env, l locker.Locker, key string) error {
 	ctx, cancel = context.WithCancel(e.ctx)
 	defer cancel()
 	time.AfterFunc(100*time.Millisecond, cancel)
-	if lease, err := l.Lock(ctx, key); !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("cancelled Lock = %v, %v; want an error matching context.Canceled", lease, err)
+	if lease, err := l.Lock(ctx, key); !errors.Is(err, context.Canceled) || !errors.Is(err, locker.ErrLocked) {
+		return fmt.Errorf("cancelled Lock = %v, %v; want an error matching context.Canceled and ErrLocked", lease, err)
 	}
 	return nil
 }

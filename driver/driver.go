@@ -32,7 +32,9 @@ type Driver interface {
 	// Acquire makes one attempt to take r.Key for r.Owner. A refusal (the
 	// key is held by another owner) is no error: Grant.Hold is nil. A
 	// driver that queues waiters itself (ZooKeeper, etcd) may block in
-	// Acquire until the key is granted when r.Wait is set.
+	// Acquire until the key is granted when r.Wait is set; if ctx ends
+	// while it waits behind another owner, its error matches both
+	// locker.ErrLocked and ctx.Err().
 	Acquire(ctx context.Context, r *Request) (Grant, error)
 	// Abandon undoes what a Lock or TryLock call that failed may have
 	// left: its place in a queue, or a hold granted whose reply was lost.

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/locker-go/locker"
 )
 
 // waitTurn waits until en's entry (create revision mine) is the lowest of
@@ -48,8 +51,8 @@ func (en *entry) watch(ctx context.Context, mine int64, pred *mvccpb.KeyValue, r
 			at           int64 // a revision this member has applied: read there
 		)
 		select {
-		case <-ctx.Done():
-			return nil, 0, ctx.Err()
+		case <-ctx.Done(): // waiting behind a holder
+			return nil, 0, fmt.Errorf("%w: %w", locker.ErrLocked, ctx.Err())
 		case <-tick:
 			if err := en.lease.ensure(ctx, en.lease.granted*2/3); errors.Is(err, errLeaseGone) {
 				return nil, 0, errRequeue

@@ -60,8 +60,8 @@ func (z *zkDriver) Acquire(ctx context.Context, r *driver.Request) (driver.Grant
 	}
 	for {
 		h, err := z.queue(ctx, s, r.Key, r.Owner, !r.Wait)
-		if errors.Is(err, locker.ErrLocked) {
-			return driver.Grant{}, nil
+		if errors.Is(err, locker.ErrLocked) && !r.Wait {
+			return driver.Grant{}, nil // refused
 		}
 		if err != nil {
 			return driver.Grant{}, err
@@ -240,8 +240,8 @@ func (z *zkDriver) waitTurn(ctx context.Context, s *session, n *node, children [
 			case <-w.prevCh: // list again while the predecessor holds
 			case <-n.watch:
 				return errGone // our own node was deleted
-			case <-ctx.Done():
-				return ctx.Err()
+			case <-ctx.Done(): // waiting behind a holder
+				return fmt.Errorf("%w: %w", locker.ErrLocked, ctx.Err())
 			}
 		}
 		var err error
