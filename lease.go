@@ -44,6 +44,7 @@ type lease struct {
 	next     time.Time     // next renewal, with keep-alive
 	every    time.Duration // renewal period: TTL/3, or less if the validity is short
 	timer    *time.Timer   // wakes onTimer at min(next, deadline)
+	renewing bool          // a keep-alive renewal is under way
 	err      error
 }
 
@@ -133,7 +134,11 @@ func (l *lease) refresh(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.err != nil { // it ended at its deadline while we were renewing
+	if l.err != nil {
+		// It ended at its deadline while the renewal hung, which then
+		// landed after all: let the key go rather than keep it for a
+		// lease nobody holds.
+		go l.giveUp()
 		return ErrNotHeld
 	}
 	if d := start.Add(valid); d.After(l.deadline) {
@@ -141,6 +146,16 @@ func (l *lease) refresh(ctx context.Context) error {
 	}
 	l.every = renewEvery(l.cfg.TTL, valid)
 	return nil
+}
+
+// giveUp releases the hold of an ended lease, best-effort, after the
+// backend call under way.
+func (l *lease) giveUp() {
+	l.opMu.Lock()
+	defer l.opMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.TTL)
+	defer cancel()
+	_ = l.cfg.Hold.Release(ctx)
 }
 
 // renewEvery is the keep-alive period: a third of the TTL, or half the
@@ -195,7 +210,7 @@ func (l *lease) end(err error) bool {
 // keep-alive, else the deadline. Callers hold l.mu.
 func (l *lease) wakeIn() time.Duration {
 	wake := l.deadline
-	if l.cfg.KeepAlive && l.next.Before(wake) {
+	if l.cfg.KeepAlive && !l.renewing && l.next.Before(wake) {
 		wake = l.next
 	}
 	return time.Until(wake)
@@ -208,8 +223,10 @@ func (l *lease) rearm() {
 	}
 }
 
-// onTimer renews the lease every TTL/3 while keep-alive is on, and ends it
-// as lost once its deadline passes without a successful renewal.
+// onTimer ends the lease as lost once its deadline passes without a
+// successful renewal and, while keep-alive is on, starts a renewal every
+// TTL/3. The renewal runs beside the timer, so that a backend that hangs
+// without an answer cannot keep Done open past the deadline.
 func (l *lease) onTimer() {
 	// One callback at a time; a fire that comes while another runs waits
 	// for it and then looks at the state afresh, so none is lost.
@@ -218,39 +235,57 @@ func (l *lease) onTimer() {
 	if l.Err() != nil {
 		return
 	}
-	l.mu.Lock()
-	renew := l.cfg.KeepAlive && !time.Now().Before(l.next)
-	l.mu.Unlock()
-	if renew {
-		// Under the set's context, so that Close need not wait out a
-		// renewal stuck on a backend that does not answer.
-		ctx, cancel := context.WithDeadline(l.set.ctx, l.Deadline())
-		err := l.refresh(ctx)
-		cancel()
-		if errors.Is(err, ErrNotHeld) {
-			return // refresh ended the lease
-		}
-		l.mu.Lock()
-		if err == nil {
-			l.next = time.Now().Add(l.every)
-		} else {
-			// A failed renewal is retried, a little sooner each time, until
-			// the deadline; the backend may be back before then.
-			l.next = time.Now().Add(min(l.every, max(time.Until(l.deadline)/4, 10*time.Millisecond)))
-		}
-		l.mu.Unlock()
-	}
-	if !time.Now().Before(l.Deadline()) {
-		if l.end(ErrLeaseLost) {
-			if e, ok := l.cfg.Hold.(driver.Expirer); ok {
-				ctx, cancel := context.WithTimeout(context.Background(), l.cfg.TTL)
-				e.Expire(ctx)
-				cancel()
-			}
-		}
+	now := time.Now()
+	if !now.Before(l.Deadline()) {
+		l.expire()
 		return
 	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cfg.KeepAlive && !l.renewing && !now.Before(l.next) {
+		l.renewing = true
+		go l.renew()
+	}
 	l.rearm()
-	l.mu.Unlock()
+}
+
+// renew makes one keep-alive renewal.
+func (l *lease) renew() {
+	// Under the set's context, so that Close need not wait out a renewal
+	// stuck on a backend that does not answer.
+	ctx, cancel := context.WithDeadline(l.set.ctx, l.Deadline())
+	err := l.refresh(ctx)
+	cancel()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.renewing = false
+	switch {
+	case errors.Is(err, ErrNotHeld):
+		return // the lease has ended
+	case err == nil:
+		l.next = time.Now().Add(l.every)
+	default:
+		// A failed renewal is retried, a little sooner each time, until
+		// the deadline; the backend may be back before then.
+		l.next = time.Now().Add(min(l.every, max(time.Until(l.deadline)/4, 10*time.Millisecond)))
+	}
+	l.rearm()
+}
+
+// expire ends the lease as lost at its deadline, and tells a driver whose
+// backend keeps the hold beyond it (driver.Expirer), after any backend
+// call under way.
+func (l *lease) expire() {
+	if !l.end(ErrLeaseLost) {
+		return
+	}
+	if e, ok := l.cfg.Hold.(driver.Expirer); ok {
+		go func() {
+			l.opMu.Lock()
+			defer l.opMu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), l.cfg.TTL)
+			defer cancel()
+			e.Expire(ctx)
+		}()
+	}
 }

@@ -176,3 +176,49 @@ func TestLostChannelEndsLease(t *testing.T) {
 		t.Errorf("Err = %v, want ErrLeaseLost", l.Err())
 	}
 }
+
+// hangingHold's Refresh ignores its context and answers only when let go,
+// as a client does whose server stopped answering without closing the
+// connection.
+type hangingHold struct {
+	fakeOps
+	letGo    chan struct{}
+	released chan struct{}
+}
+
+func (h *hangingHold) Release(ctx context.Context) error {
+	close(h.released) // a second Release would panic: the test wants one
+	return h.fakeOps.Release(ctx)
+}
+
+func (h *hangingHold) Refresh(context.Context) (time.Duration, error) {
+	h.refreshes.Add(1)
+	<-h.letGo
+	return 300 * time.Millisecond, nil
+}
+
+// Done closes at the deadline by the local clock even while a renewal
+// hangs; a renewal that lands after all gives the key up.
+func TestDoneAtDeadlineWhileRenewalHangs(t *testing.T) {
+	h := &hangingHold{letGo: make(chan struct{}), released: make(chan struct{})}
+	l, err := newLease(newLeaseSet(), leaseConfig{Key: "k", TTL: 300 * time.Millisecond, KeepAlive: true, Start: time.Now(), Hold: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := l.Deadline()
+	waitDone(t, l)
+	// The timer fires at the deadline; allow for a loaded machine, far
+	// below the hang, which lasts until the test lets it go.
+	if late := time.Since(deadline); late > 250*time.Millisecond {
+		t.Errorf("Done closed %v after the deadline while a renewal hung", late)
+	}
+	if !errors.Is(l.Err(), ErrLeaseLost) || h.refreshes.Load() != 1 {
+		t.Errorf("Err = %v after %d renewals; want ErrLeaseLost after the one that hangs", l.Err(), h.refreshes.Load())
+	}
+	close(h.letGo)
+	select {
+	case <-h.released:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the late renewal's hold was not given up")
+	}
+}
