@@ -30,7 +30,6 @@
 package faultproxy
 
 import (
-	"io"
 	"net"
 	"sync"
 )
@@ -40,10 +39,11 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	mu     sync.Mutex
+	cut    bool
+	paused chan struct{} // non-nil while blackholed; closed by Resume
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
 }
 
 // New starts a proxy on 127.0.0.1 to target (host:port).
@@ -72,9 +72,42 @@ func (p *Proxy) Cut() {
 	p.ln.Close()
 }
 
+// Blackhole stops forwarding in both directions while keeping every
+// connection open, as a network that drops packets does: the client's
+// calls hang without an error until Resume (or their own timeouts).
+func (p *Proxy) Blackhole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paused == nil {
+		p.paused = make(chan struct{})
+	}
+}
+
+// Resume forwards again what was held back, as TCP retransmits once the
+// network heals.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paused != nil {
+		close(p.paused)
+		p.paused = nil
+	}
+}
+
+// gate waits while the proxy is blackholed.
+func (p *Proxy) gate() {
+	p.mu.Lock()
+	paused := p.paused
+	p.mu.Unlock()
+	if paused != nil {
+		<-paused
+	}
+}
+
 // Close cuts the proxy and waits for its goroutines.
 func (p *Proxy) Close() error {
 	p.Cut()
+	p.Resume() // let held-back pipes see their closed connections
 	p.wg.Wait()
 	return nil
 }
@@ -117,7 +150,19 @@ func (p *Proxy) track(cs ...net.Conn) bool {
 
 func (p *Proxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
-	_, _ = io.Copy(dst, src) // an error from either side just ends the pair
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		p.gate()
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil { // an error from either side just ends the pair
+			break
+		}
+	}
 	dst.Close()
 	src.Close()
 	p.mu.Lock()

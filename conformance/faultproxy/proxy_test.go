@@ -1,0 +1,85 @@
+package faultproxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// echo serves one loopback echo server for the test.
+func echo(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); c.Close() }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func roundTrip(c net.Conn, msg string, wait time.Duration) (string, error) {
+	if _, err := c.Write([]byte(msg)); err != nil {
+		return "", err
+	}
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	buf := make([]byte, len(msg))
+	_, err := io.ReadFull(c, buf)
+	return string(buf), err
+}
+
+func TestBlackholeHoldsTrafficUntilResume(t *testing.T) {
+	p, err := New(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, err := roundTrip(c, "a", 5*time.Second); err != nil || got != "a" {
+		t.Fatalf("through the proxy: %q, %v", got, err)
+	}
+	p.Blackhole()
+	if _, err := roundTrip(c, "b", 200*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("while blackholed the call = %v, want no answer (a timeout), and no error from the connection", err)
+	}
+	p.Resume()
+	buf := make([]byte, 1)
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(c, buf); err != nil || buf[0] != 'b' {
+		t.Fatalf("after Resume: %q, %v; want what was held back", buf, err)
+	}
+}
+
+func TestCutEndsConnections(t *testing.T) {
+	p, err := New(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p.Cut()
+	if _, err := roundTrip(c, "a", 5*time.Second); err == nil {
+		t.Error("a cut connection still answers")
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
