@@ -44,6 +44,7 @@ func Checks() []Check {
 		check("OpaqueKeys", checkOpaqueKeys),
 		check("ExpiryWithoutKeepAlive", checkExpiryWithoutKeepAlive),
 		check("ExpiryAfterCrash", checkExpiryAfterCrash),
+		check("DoneByDeadlineWhileHung", checkDoneByDeadlineWhileHung),
 		check("OwnerOnlyRelease", checkOwnerOnlyRelease),
 		check("KeepAlive", checkKeepAlive),
 		check("RefreshMovesDeadline", checkRefreshMovesDeadline),

@@ -74,6 +74,55 @@ func checkExpiryAfterCrash(e *env) error {
 	return e.unlock(next)
 }
 
+// lateAllowance is how late after its Deadline a lease's Done may be
+// seen closing on a loaded machine: its timer fires at the Deadline.
+const lateAllowance = 250 * time.Millisecond
+
+// A holder whose backend stops answering (connection open, packets
+// dropped) sees Done close by its Deadline, by the local clock, so work
+// that stops at Done never overlaps the next owner; once the network
+// heals, the key is free within the TTL and its fence has gone up.
+func checkDoneByDeadlineWhileHung(e *env) error {
+	if e.h.Hang == nil {
+		return skip("Harness.Hang is nil: no way to make the backend hang")
+	}
+	key := e.prefix + "k"
+	a, b, err := e.two()
+	if err != nil {
+		return err
+	}
+	ttl := e.h.ttl()
+	old, err := e.lock(a, key, locker.WithTTL(ttl))
+	if err != nil {
+		return err
+	}
+	heal, err := e.h.Hang(e.ctx, a)
+	if err != nil {
+		return fmt.Errorf("Hang: %w", err)
+	}
+	err = waitDone(old, ttl+slack)
+	heal()
+	if err != nil {
+		return fmt.Errorf("while the backend hung: %w", err)
+	}
+	if late := time.Since(old.Deadline()); late > lateAllowance {
+		e.errorf("Done closed %v after the Deadline while the backend hung", late)
+	}
+	if err := old.Err(); !errors.Is(err, locker.ErrLeaseLost) {
+		e.errorf("hung holder's Err = %v, want ErrLeaseLost", err)
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, ttl+slack)
+	defer cancel()
+	next, err := b.Lock(ctx, key)
+	if err != nil {
+		return fmt.Errorf("key of a hung holder not free within TTL %v + %v after the heal: %w", ttl, slack, err)
+	}
+	if next.Fence() <= old.Fence() {
+		e.errorf("fence %d after the hang is not above the hung holder's %d", next.Fence(), old.Fence())
+	}
+	return e.unlock(next)
+}
+
 func checkOwnerOnlyRelease(e *env) error {
 	key := e.prefix + "k"
 	ls, err := e.clientsN(3)

@@ -23,6 +23,11 @@ type Harness struct {
 	// cut by a faultproxy.Crasher). Its locks must then lapse by
 	// themselves. Optional: without it ExpiryAfterCrash is skipped.
 	Crash func(ctx context.Context, l locker.Locker) error
+	// Hang makes l's backend stop answering while its connections stay
+	// open, as a network that drops packets does (a faultproxy.Crasher's
+	// Blackhole), until heal is called. Optional: without it
+	// DoneByDeadlineWhileHung is skipped.
+	Hang func(ctx context.Context, l locker.Locker) (heal func(), err error)
 	// Count returns how many per-key records the backend holds (keys,
 	// nodes, rows: holders and queued waiters) for keys beginning with
 	// prefix. Optional: without it NoLeak and FIFO are skipped, and

@@ -88,6 +88,7 @@ func harness(t testing.TB, proxied bool) conformance.Harness {
 			return l, nil
 		},
 		Crash: crasher.Crash,
+		Hang:  crasher.Blackhole,
 		Count: func(ctx context.Context, prefix string) (int, error) {
 			resp, err := direct.Get(ctx, b.prefix+escape(prefix), clientv3.WithPrefix(), clientv3.WithCountOnly())
 			if err != nil {

@@ -87,6 +87,7 @@ func harness(t testing.TB) conformance.Harness {
 			return newLocker(t, &crasher, addrs, WithNodeTimeout(suiteNodeTimeout))
 		},
 		Crash: crasher.Crash,
+		Hang:  crasher.Blackhole,
 		Count: func(ctx context.Context, prefix string) (int, error) { return countKeys(ctx, addrs, prefix) },
 		RoundTrip: func(ctx context.Context) error {
 			return ping(addrs[0]).Ping(ctx).Err()

@@ -47,6 +47,7 @@ func postgresHarness(t testing.TB, proxied bool) conformance.Harness {
 			return l, nil
 		},
 		Crash: crasher.Crash,
+		Hang:  crasher.Blackhole,
 		// Rows of holders and of queued waiters.
 		Count: func(ctx context.Context, prefix string) (int, error) {
 			return count(ctx, db, `SELECT (SELECT count(*) FROM locker_locks WHERE left("key", char_length($1)) = $1)

@@ -81,6 +81,7 @@ func harness(t testing.TB, u *url.URL, proxied bool) conformance.Harness {
 			return l, nil
 		},
 		Crash: crasher.Crash,
+		Hang:  crasher.Blackhole,
 		Count: func(_ context.Context, prefix string) (int, error) {
 			return countNodes(raw, root(u), prefix)
 		},

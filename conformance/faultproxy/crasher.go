@@ -62,6 +62,26 @@ func (c *Crasher) Crash(_ context.Context, l locker.Locker) error {
 	return nil
 }
 
+// Blackhole stops l's traffic, connections kept open, until heal: the
+// backend seems to hang (a Harness's Hang). It fails for a Locker that
+// Track did not record with a proxy.
+func (c *Crasher) Blackhole(_ context.Context, l locker.Locker) (heal func(), err error) {
+	c.mu.Lock()
+	ps := c.clients[l]
+	c.mu.Unlock()
+	if len(ps) == 0 {
+		return nil, errors.New("faultproxy: Blackhole of a Locker that was not tracked with a proxy")
+	}
+	for _, p := range ps {
+		p.Blackhole()
+	}
+	return func() {
+		for _, p := range ps {
+			p.Resume()
+		}
+	}, nil
+}
+
 // Close stops every proxy Proxy started and forgets the tracked clients:
 // call it when the test ends (t.Cleanup), after the clients are closed.
 func (c *Crasher) Close() error {
