@@ -14,7 +14,10 @@
 // a crashed waiter's place lapses after its TTL, as a crashed holder's
 // lease does. TryLock never queues and fails while others wait.
 //
-// The fence counter lives at prefix+"fence". With a Cluster client, choose
+// The fence counter lives at prefix+"fence". A counter lost with the
+// server's data (a restart without persistence) starts again from the
+// server's clock in microseconds, so fences never go back. With a Cluster
+// client, choose
 // a prefix with a hash tag, e.g. "{locker}:", so that the lock keys and the
 // counter share a slot, as a Lua script requires.
 //

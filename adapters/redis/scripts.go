@@ -1,6 +1,10 @@
 package redis
 
-import goredis "github.com/redis/go-redis/v9"
+import (
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/locker-go/locker/internal/rediskey"
+)
 
 // Per key, under the prefix:
 //
@@ -113,6 +117,7 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
   end
   if h then leave(KEYS[3], KEYS[4], h) end
 end
+` + rediskey.ClockFloor("2") + `
 local f = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], string.format('%d:%s:%s', f, ARGV[3], ARGV[1]), 'PX', ttl)
 return {1, f}

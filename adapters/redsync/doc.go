@@ -67,7 +67,8 @@
 // still believes it holds the lock. Then only a resource that checks the
 // fence stays safe: the fence order survives clock jumps and pauses, being
 // durable on a quorum before Lock returns. A master restarted without its
-// data (persistence off, or appendonly without fsync always) counts from 0
-// again and breaks the fence; delaying its restart by the longest TTL saves
-// mutual exclusion only. Never let masters replicate into one another.
+// data (persistence off, or appendonly without fsync always) starts its
+// counter again from its clock in microseconds, above any fence it gave,
+// so fences do not go back; delaying its restart by the longest TTL keeps
+// mutual exclusion. Never let masters replicate into one another.
 package redsync

@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"os/exec"
-	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,73 +13,6 @@ import (
 	"github.com/locker-go/locker/internal/testenv"
 )
 
-// server is a redis-server process of a fault test's own, so that stopping
-// it disturbs no other test.
-type server struct {
-	t    testing.TB
-	addr string
-	cmd  *exec.Cmd
-}
-
-// startServer runs redis-server on a free loopback port (on port, if not 0)
-// and waits until it answers; t's cleanup kills it.
-func startServer(t testing.TB, port int) *server {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatalf("redis-server not found (scripts/backends up installs it): %v", err)
-	}
-	if port == 0 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port = ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-	}
-	s := &server{t: t, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
-	s.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning")
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.kill)
-	c := goredis.NewClient(&goredis.Options{Addr: s.addr, MaxRetries: -1})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s did not answer within 10s", s.addr)
-		}
-		time.Sleep(10 * time.Millisecond) // a process starting up offers nothing to wait on
-	}
-	return s
-}
-
-func (s *server) signal(sig syscall.Signal) {
-	s.t.Helper()
-	if err := s.cmd.Process.Signal(sig); err != nil {
-		s.t.Fatalf("signal %v to redis-server %s: %v", sig, s.addr, err)
-	}
-}
-
-// stop freezes the server (SIGSTOP): its port still accepts connections
-// but nothing answers, the worst case for a client's timeouts.
-func (s *server) stop() { s.signal(syscall.SIGSTOP) }
-
-// cont resumes a stopped server.
-func (s *server) cont() { s.signal(syscall.SIGCONT) }
-
-// kill ends the server for good; safe to call twice.
-func (s *server) kill() {
-	if s.cmd.ProcessState != nil {
-		return
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGCONT)
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
-}
-
 // faultNodeTimeout is the fault tests' per-node timeout: small against the
 // TTL as the 50 ms default is, but a healthy master under -race on a small
 // shared machine was seen to miss 50 ms, and these tests must not flake.
@@ -91,15 +20,23 @@ const faultNodeTimeout = 200 * time.Millisecond
 
 // faultMasters starts five masters and returns them with a Locker over
 // them.
-func faultMasters(t *testing.T) ([]*server, locker.Locker) {
+func faultMasters(t *testing.T) ([]*testenv.RedisServer, locker.Locker) {
 	t.Helper()
 	testenv.URL(t, "LOCKER_TEST_REDLOCK") // -short skips; the same binary serves both
-	var servers []*server
-	var clients []goredis.UniversalClient
+	var servers []*testenv.RedisServer
 	for range 5 {
-		s := startServer(t, 0)
-		servers = append(servers, s)
-		c := goredis.NewClient(&goredis.Options{Addr: s.addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+		servers = append(servers, testenv.StartRedis(t, 0))
+	}
+	return servers, lockerOn(t, servers)
+}
+
+// lockerOn returns a new Locker over servers, as a process started afresh
+// would have: no memory of the fences it saw.
+func lockerOn(t *testing.T, servers []*testenv.RedisServer) locker.Locker {
+	t.Helper()
+	var clients []goredis.UniversalClient
+	for _, s := range servers {
+		c := goredis.NewClient(&goredis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 		t.Cleanup(func() { _ = c.Close() })
 		clients = append(clients, c)
 	}
@@ -108,7 +45,7 @@ func faultMasters(t *testing.T) ([]*server, locker.Locker) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
-	return servers, l
+	return l
 }
 
 // lockUnlock checks that l can take key, that nobody else can meanwhile,
@@ -158,15 +95,15 @@ func TestFaultStoppedMasters(t *testing.T) {
 	servers, l := faultMasters(t)
 	lockUnlock(t, l, "fault/before")
 
-	servers[0].stop()
-	servers[3].stop()
+	servers[0].Stop()
+	servers[3].Stop()
 	lockUnlock(t, l, "fault/two-stopped")
 
-	servers[4].stop()
+	servers[4].Stop()
 	wantUnavailable(t, l, "fault/three-stopped")
 
 	for _, i := range []int{0, 3, 4} {
-		servers[i].cont()
+		servers[i].Cont()
 	}
 	lockUnlock(t, l, "fault/restored")
 	lockUnlock(t, l, "fault/three-stopped") // the failed Locks left nothing behind
@@ -175,16 +112,15 @@ func TestFaultStoppedMasters(t *testing.T) {
 func TestFaultKilledMasters(t *testing.T) {
 	servers, l := faultMasters(t)
 	for _, i := range []int{1, 2} {
-		servers[i].kill()
+		servers[i].Kill()
 	}
 	lockUnlock(t, l, "fault/two-killed")
 
-	servers[4].kill()
+	servers[4].Kill()
 	wantUnavailable(t, l, "fault/three-killed")
 
 	for _, i := range []int{1, 2, 4} { // back on the same ports, empty
-		port, _ := strconv.Atoi(servers[i].addr[len("127.0.0.1:"):])
-		servers[i] = startServer(t, port)
+		servers[i] = testenv.StartRedis(t, servers[i].Port())
 	}
 	lockUnlock(t, l, "fault/restarted")
 }
@@ -198,7 +134,7 @@ func TestFaultLeaseLostWithoutQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range servers[:3] {
-		s.stop()
+		s.Stop()
 	}
 	select {
 	case <-lease.Done():
@@ -212,7 +148,7 @@ func TestFaultLeaseLostWithoutQuorum(t *testing.T) {
 		t.Errorf("lease ended before its deadline %v", lease.Deadline())
 	}
 	for _, s := range servers[:3] {
-		s.cont()
+		s.Cont()
 	}
 }
 
@@ -221,7 +157,7 @@ func TestFaultExclusionWithStoppedMasters(t *testing.T) {
 	servers, a := faultMasters(t)
 	var clients []goredis.UniversalClient
 	for _, s := range servers {
-		c := goredis.NewClient(&goredis.Options{Addr: s.addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+		c := goredis.NewClient(&goredis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 		t.Cleanup(func() { _ = c.Close() })
 		clients = append(clients, c)
 	}
@@ -230,10 +166,10 @@ func TestFaultExclusionWithStoppedMasters(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	servers[1].stop()
-	servers[2].stop()
-	defer servers[1].cont()
-	defer servers[2].cont()
+	servers[1].Stop()
+	servers[2].Stop()
+	defer servers[1].Cont()
+	defer servers[2].Cont()
 	for i := range 5 {
 		key := fmt.Sprintf("fault/excl/%d", i)
 		held, err := a.Lock(context.Background(), key)
@@ -245,6 +181,35 @@ func TestFaultExclusionWithStoppedMasters(t *testing.T) {
 		}
 		if err := held.Unlock(context.Background()); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// Every master restarting empty (no persistence) loses every counter;
+// fences must not go back all the same, even for a client that never saw
+// the earlier ones (issue 13, defect 8): a missing counter starts from the
+// master's clock.
+func TestFaultFenceNeverGoesBackAfterRestartsWithoutData(t *testing.T) {
+	servers, _ := faultMasters(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var last uint64
+	for round := range 2 {
+		lease, err := lockerOn(t, servers).Lock(ctx, "restart")
+		if err != nil {
+			t.Fatalf("Lock after %d restarts: %v", round, err)
+		}
+		if f := lease.Fence(); f <= last {
+			t.Fatalf("fence %d after %d restarts is not above %d before", f, round, last)
+		} else {
+			last = f
+		}
+		if err := lease.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range servers {
+			s.Kill()
+			servers[i] = testenv.StartRedis(t, s.Port())
 		}
 	}
 }

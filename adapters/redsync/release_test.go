@@ -15,21 +15,21 @@ import (
 
 // countedMasters starts five masters of the test's own and a Locker over
 // them whose clients count the scripts they send.
-func countedMasters(t *testing.T) ([]*server, *testLocker, []*scriptCounter, []goredis.UniversalClient) {
+func countedMasters(t *testing.T) ([]*testenv.RedisServer, *testLocker, []*scriptCounter, []goredis.UniversalClient) {
 	t.Helper()
 	testenv.URL(t, "LOCKER_TEST_REDLOCK") // -short skips; the same binary serves both
 	var (
-		servers  []*server
+		servers  []*testenv.RedisServer
 		clients  []goredis.UniversalClient
 		counters []*scriptCounter
 	)
 	for range 5 {
-		s := startServer(t, 0)
+		s := testenv.StartRedis(t, 0)
 		servers = append(servers, s)
 		// Idle connections ready in the pool, as a busy client has: a
 		// retry then reaches a slow master at once instead of stalling
 		// in a new connection's handshake.
-		c := goredis.NewClient(&goredis.Options{Addr: s.addr, ContextTimeoutEnabled: true, MaxRetries: -1,
+		c := goredis.NewClient(&goredis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1,
 			MinIdleConns: 10, PoolSize: 20})
 		sc := &scriptCounter{}
 		c.AddHook(sc)
@@ -72,22 +72,22 @@ func warm(l *testLocker) {
 // stopped runs fn with the given masters stopped, waits for the Locker's
 // background retries, resumes them and waits until they have run every
 // script the Locker sent them meanwhile.
-func stopped(t *testing.T, l *testLocker, servers []*server, counters []*scriptCounter, which []int, fn func()) {
+func stopped(t *testing.T, l *testLocker, servers []*testenv.RedisServer, counters []*scriptCounter, which []int, fn func()) {
 	t.Helper()
 	warm(l)
 	base := map[int]int64{}
 	for _, i := range which {
-		base[i] = scriptsRun(t, servers[i].addr) - counters[i].n.Load()
-		servers[i].stop()
+		base[i] = scriptsRun(t, servers[i].Addr) - counters[i].n.Load()
+		servers[i].Stop()
 	}
 	fn()
 	l.bg.Wait()
 	for _, i := range which {
-		servers[i].cont()
+		servers[i].Cont()
 	}
 	for _, i := range which {
 		within(t, 10*time.Second, "stopped master runs its queued scripts", func() bool {
-			return scriptsRun(t, servers[i].addr)-counters[i].n.Load() == base[i]
+			return scriptsRun(t, servers[i].Addr)-counters[i].n.Load() == base[i]
 		})
 	}
 }

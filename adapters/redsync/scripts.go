@@ -1,6 +1,10 @@
 package redsync
 
-import goredis "github.com/redis/go-redis/v9"
+import (
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/locker-go/locker/internal/rediskey"
+)
 
 // The per-master steps. A lock record is a hash {o: owner, n: holds,
 // f: fence, a: id of the attempt that created it, h<id>: one field per
@@ -43,6 +47,7 @@ end
 if o then
   redis.call('DEL', KEYS[1])
 end
+` + rediskey.ClockFloor("2") + `
 local c = redis.call('INCR', KEYS[2])
 if c < tonumber(ARGV[5]) then
   c = tonumber(ARGV[5])

@@ -1,0 +1,17 @@
+package rediskey
+
+// ClockFloor is Lua, for a script whose KEYS[n] is a fence counter, that
+// starts a missing counter from the server's clock in microseconds. A
+// counter lost with the server's data (a restart without persistence, a
+// failover to a replica that lagged) then resumes above every fence it
+// handed out before, as long as it grew by less than one a microsecond:
+// fences never go back. The value stays exact in Lua's doubles (below
+// 2^53) for a few centuries yet.
+func ClockFloor(n string) string {
+	return `
+if redis.call('EXISTS', KEYS[` + n + `]) == 0 then
+  local t = redis.call('TIME')
+  redis.call('SET', KEYS[` + n + `], string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])))
+end
+`
+}
