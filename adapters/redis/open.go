@@ -25,6 +25,12 @@ func init() {
 // redis.ParseURL, e.g. dial_timeout, pool_size). Open pings the server, so
 // an unreachable one is reported at once, as ErrUnavailable.
 func Open(ctx context.Context, u *url.URL) (locker.Locker, error) {
+	switch hosts, err := urlx.Hosts(u.Host, "6379"); {
+	case err != nil:
+		return nil, urlx.Invalid(u, "%v", err)
+	case len(hosts) > 1:
+		return nil, urlx.Invalid(u, "%s names one server; several independent masters are redlock://", u.Scheme)
+	}
 	q := u.Query()
 	opts := []Option{withCloseClient()}
 	if q.Has("prefix") {

@@ -34,6 +34,11 @@ func openPostgres(ctx context.Context, u *url.URL) (locker.Locker, error) {
 	if err != nil {
 		return nil, err
 	}
+	if u.Host != "" { // else a socket directory, given as ?host=
+		if _, err := urlx.Hosts(u.Host, "5432"); err != nil {
+			return nil, urlx.Invalid(u, "%v", err)
+		}
+	}
 	if _, err := pgx.ParseConfig(dsn); err != nil {
 		return nil, urlx.Invalid(u, "%s", urlx.Scrub(err.Error(), u))
 	}
