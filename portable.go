@@ -1,6 +1,7 @@
 package locker
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -78,27 +79,46 @@ func (p *portable) attempt(ctx context.Context, r *driver.Request) (Lease, error
 }
 
 // try makes one Acquire and wraps a grant in a lease; for a refusal it
-// returns ErrLocked and how long to wait at most before looking again.
+// returns ErrLocked and how long to wait at most before looking again. A
+// grant whose validity ran out before its reply came (a slow backend, a
+// starved process) is given back and asked for again: Lock never returns
+// a dead lease.
 func (p *portable) try(ctx context.Context, r *driver.Request) (Lease, time.Duration, error) {
-	start := time.Now()
-	g, err := p.d.Acquire(ctx, r)
-	switch {
-	case err != nil:
-		return nil, 0, err
-	case g.Hold == nil:
-		return nil, g.Retry, fmt.Errorf("%w: %q", ErrLocked, r.Key)
+	for {
+		start := time.Now()
+		g, err := p.d.Acquire(ctx, r)
+		switch {
+		case err != nil:
+			return nil, 0, err
+		case g.Hold == nil:
+			return nil, g.Retry, fmt.Errorf("%w: %q", ErrLocked, r.Key)
+		}
+		if !g.Start.IsZero() {
+			start = g.Start
+		}
+		if !start.Add(cmp.Or(g.Validity, r.TTL)).After(time.Now()) {
+			p.giveBack(ctx, g.Hold)
+			if err := ctx.Err(); err != nil {
+				return nil, 0, err
+			}
+			continue
+		}
+		l, err := newLease(p.set, leaseConfig{
+			Key: r.Key, Owner: r.Owner, Fence: g.Fence, TTL: r.TTL, KeepAlive: r.KeepAlive,
+			Start: start, Validity: g.Validity, Hold: g.Hold, Lost: g.Lost,
+		})
+		if err != nil {
+			return nil, 0, err // closed meanwhile; newLease released the hold
+		}
+		return l, 0, nil
 	}
-	if !g.Start.IsZero() {
-		start = g.Start
-	}
-	l, err := newLease(p.set, leaseConfig{
-		Key: r.Key, Owner: r.Owner, Fence: g.Fence, TTL: r.TTL, KeepAlive: r.KeepAlive,
-		Start: start, Validity: g.Validity, Hold: g.Hold, Lost: g.Lost,
-	})
-	if err != nil {
-		return nil, 0, err // closed meanwhile; newLease released the hold
-	}
-	return l, 0, nil
+}
+
+// giveBack releases a hold that arrived dead, best-effort.
+func (p *portable) giveBack(ctx context.Context, h driver.Hold) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer cancel()
+	_ = h.Release(ctx)
 }
 
 // Close ends waiting Lock calls, releases live leases best-effort and

@@ -23,6 +23,7 @@ type scripted struct {
 	abandoned  []*driver.Request
 	wake       chan struct{}
 	second     chan struct{} // closed at the second attempt, if set
+	deadFirst  *fakeOps      // if set, the first grant is this hold, already expired
 }
 
 func (s *scripted) Acquire(_ context.Context, r *driver.Request) (driver.Grant, error) {
@@ -32,6 +33,9 @@ func (s *scripted) Acquire(_ context.Context, r *driver.Request) (driver.Grant, 
 	s.queued = append(s.queued, r.Queue)
 	if s.attempts == 2 && s.second != nil {
 		close(s.second)
+	}
+	if s.deadFirst != nil && s.attempts == 1 {
+		return driver.Grant{Hold: s.deadFirst, Fence: 1, Start: time.Now().Add(-time.Hour)}, nil
 	}
 	if s.grantAt > 0 && s.attempts >= s.grantAt {
 		return driver.Grant{Hold: &fakeOps{}, Fence: 1}, nil
@@ -138,5 +142,27 @@ func TestInvalidInputReachesNoDriver(t *testing.T) {
 	}
 	if s.attempts != 0 {
 		t.Errorf("bad input reached the driver %d times", s.attempts)
+	}
+}
+
+// A grant whose reply came after its validity ran out is given back, and
+// the key asked for again (issue 13, defect 3): never a dead lease.
+func TestLockNeverReturnsADeadLease(t *testing.T) {
+	for name, call := range map[string]func(Locker) (Lease, error){
+		"Lock":    func(l Locker) (Lease, error) { return l.Lock(context.Background(), "k") },
+		"TryLock": func(l Locker) (Lease, error) { return l.TryLock(context.Background(), "k") },
+	} {
+		dead := &fakeOps{}
+		s := &scripted{grantAt: 1, deadFirst: dead}
+		l := New(s)
+		lease, err := call(l)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !lease.Deadline().After(time.Now()) || dead.releases.Load() != 1 || s.attempts != 2 {
+			t.Errorf("%s: Deadline %v, dead hold released %d times, %d attempts; want a live lease, the dead hold given back, 2 attempts",
+				name, lease.Deadline(), dead.releases.Load(), s.attempts)
+		}
+		l.Close()
 	}
 }
