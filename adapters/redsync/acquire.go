@@ -31,7 +31,7 @@ type call struct{ last time.Duration }
 // drift allowance and a node timeout are refused before any master sees
 // them.
 func (d *redlock) Acquire(ctx context.Context, r *driver.Request) (driver.Grant, error) {
-	if r.TTL <= d.drift(r.TTL)+d.cfg.nodeTimeout {
+	if r.TTL <= d.drift(r.TTL)+d.nodeTimeout(r.TTL) {
 		return driver.Grant{}, fmt.Errorf("%w: %v leaves no validity after the drift allowance and a node timeout", locker.ErrInvalidTTL, r.TTL)
 	}
 	c, _ := r.State.(*call)
@@ -81,14 +81,14 @@ func (d *redlock) attempt(ctx context.Context, r *driver.Request, waited bool) (
 	id := strconv.FormatInt(rand.Int64N(1<<53-1)+1, 10) // exact as a Lua number
 	keys := []string{d.lockKey(r.Key), d.counterKey()}
 	claim := func(ctx context.Context, fence uint64) []result[[]int64] {
-		return d.round(ctx, claimScript, keys, r.Owner, r.TTL.Milliseconds(), fence, id)
+		return d.round(ctx, r.TTL, claimScript, keys, r.Owner, r.TTL.Milliseconds(), fence, id)
 	}
 	reentrant := "0"
 	if r.Reentrant {
 		reentrant = "1"
 	}
 	start := time.Now()
-	res := d.round(ctx, acquireScript, keys, r.Owner, r.TTL.Milliseconds(), id, reentrant, d.counted.Load()+1)
+	res := d.round(ctx, r.TTL, acquireScript, keys, r.Owner, r.TTL.Milliseconds(), id, reentrant, d.counted.Load()+1)
 	v := d.sortReplies(res)
 	if v.got >= d.quorum {
 		fence, err := d.fence(ctx, &v, r.Reentrant, claim)
@@ -105,7 +105,7 @@ func (d *redlock) attempt(ctx context.Context, r *driver.Request, waited bool) (
 	// not answer (its grant may have landed). A definite refusal wrote
 	// nothing, so those are spared the round trip. Only the undo of a
 	// quorum is announced: a minority freed nobody.
-	d.undo(r.Key, r.Owner, id, res, v.got >= d.quorum)
+	d.undo(r, id, res, v.got >= d.quorum)
 	if v.got+len(v.taken) < d.quorum {
 		return driver.Grant{}, locker.Unavailable(fmt.Errorf("redlock: %d of %d masters answered, %d needed: %w",
 			v.got+len(v.taken), len(d.masters), d.quorum, errors.Join(v.errs...)))
@@ -235,11 +235,11 @@ func (d *redlock) see(c uint64) {
 // masters that do not answer are tried again in the background: the hold
 // is named by the attempt id, so a second drop is harmless and never takes
 // a newer hold.
-func (d *redlock) undo(key, owner, id string, res []result[[]int64], announce bool) {
+func (d *redlock) undo(r *driver.Request, id string, res []result[[]int64], announce bool) {
 	channel := ""
 	if announce {
-		channel = d.channel(key)
+		channel = d.channel(r.Key)
 	}
-	d.release(context.Background(), func(i int) bool { return res[i].err != nil || res[i].v[0] != refused },
-		[]string{d.lockKey(key)}, owner, channel, id)
+	d.release(context.Background(), r.TTL, func(i int) bool { return res[i].err != nil || res[i].v[0] != refused },
+		[]string{d.lockKey(r.Key)}, r.Owner, channel, id)
 }

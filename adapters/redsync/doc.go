@@ -13,7 +13,8 @@
 //
 // Each attempt follows Redlock as go-redsync/redsync's Mutex runs it: note
 // the start time; run one atomic script on every master in parallel, each
-// bounded by a per-node timeout (50 ms by default, WithNodeTimeout); succeed
+// bounded by a per-node timeout (a twentieth of the TTL, within 50 ms–1 s,
+// unless WithNodeTimeout pins one; see NodeTimeout); succeed
 // if a quorum (N/2+1) granted and time is left; on failure, undo the attempt
 // on every master that granted or did not answer. The lease is valid until
 // start + TTL − drift, drift = TTL×0.01 + 2 ms (redsync's drift factor plus

@@ -21,7 +21,7 @@ type held struct {
 // from the call's start: each master extended a record that was still ours.
 func (h *held) Refresh(ctx context.Context) (time.Duration, error) {
 	d := h.d
-	t := count(d.round(ctx, claimScript, []string{d.lockKey(h.key), d.counterKey()},
+	t := count(d.round(ctx, h.ttl, claimScript, []string{d.lockKey(h.key), d.counterKey()},
 		h.owner, h.ttl.Milliseconds(), h.fence, h.id))
 	if err := d.outcome(t, t.n[1]); err != nil {
 		return 0, err
@@ -33,7 +33,7 @@ func (h *held) Refresh(ctx context.Context) (time.Duration, error) {
 // publishes on the key's channel from the script, waking the waiters.
 func (h *held) Release(ctx context.Context) error {
 	d := h.d
-	t := count(d.release(ctx, nil, []string{d.lockKey(h.key)}, h.owner, d.channel(h.key), h.id))
+	t := count(d.release(ctx, h.ttl, nil, []string{d.lockKey(h.key)}, h.owner, d.channel(h.key), h.id))
 	return d.outcome(t, t.n[1]+t.n[2])
 }
 
@@ -43,10 +43,10 @@ func (h *held) Release(ctx context.Context) error {
 // waiters) until it expires: a slow reply usually means the script ran,
 // and dropping a hold by its id twice, or after a newer hold of the same
 // owner came, changes nothing.
-func (d *redlock) release(ctx context.Context, which func(int) bool, keys []string, args ...any) []result[[]int64] {
-	res := d.roundOn(ctx, which, releaseScript, keys, args...)
+func (d *redlock) release(ctx context.Context, ttl time.Duration, which func(int) bool, keys []string, args ...any) []result[[]int64] {
+	res := d.roundOn(ctx, ttl, which, releaseScript, keys, args...)
 	if failed := failedMasters(res); len(failed) > 0 {
-		d.bg.Go(func() { d.retry(failed, keys, args...) })
+		d.bg.Go(func() { d.retry(ttl, failed, keys, args...) })
 	}
 	return res
 }
@@ -64,15 +64,15 @@ func failedMasters(res []result[[]int64]) map[int]bool {
 
 // retry releases again on the failed masters, up to 3 times, spaced by
 // the node timeout; a master down for longer lets the record expire.
-func (d *redlock) retry(failed map[int]bool, keys []string, args ...any) {
+func (d *redlock) retry(ttl time.Duration, failed map[int]bool, keys []string, args ...any) {
 	ctx, tries := context.Background(), 0
-	every := backoff.Policy{Min: d.cfg.nodeTimeout, Max: d.cfg.nodeTimeout}
+	every := backoff.Policy{Min: d.nodeTimeout(ttl), Max: d.nodeTimeout(ttl)}
 	if !backoff.Sleep(ctx, every.Min) { // the round that failed has just ended
 		return
 	}
 	backoff.Retry(ctx, every, func(ctx context.Context) bool {
 		todo := failed // read by this round's stragglers too: never written
-		failed = failedMasters(d.roundOn(ctx, func(i int) bool { return todo[i] }, releaseScript, keys, args...))
+		failed = failedMasters(d.roundOn(ctx, ttl, func(i int) bool { return todo[i] }, releaseScript, keys, args...))
 		tries++
 		return len(failed) == 0 || tries == 3
 	})

@@ -124,7 +124,7 @@ func takePayload(id string, ttl time.Duration, fence uint64) string {
 func (d *redlock) announceTake(key, id string, ttl time.Duration, fence uint64) {
 	payload := takePayload(id, ttl, fence)
 	channel := d.channel(key)
-	go each(context.Background(), d, d.cfg.nodeTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) (struct{}, error) {
+	go each(context.Background(), d, d.nodeTimeout(ttl), func(ctx context.Context, _ int, c goredis.UniversalClient) (struct{}, error) {
 		return struct{}{}, c.Publish(ctx, channel, payload).Err()
 	})
 }

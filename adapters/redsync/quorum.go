@@ -52,15 +52,16 @@ func each[T any](ctx context.Context, d *redlock, timeout time.Duration, fn func
 	return res
 }
 
-// round runs a script whose reply is a list of integers on every master.
-func (d *redlock) round(ctx context.Context, s *goredis.Script, keys []string, args ...any) []result[[]int64] {
-	return d.roundOn(ctx, nil, s, keys, args...)
+// round runs a script whose reply is a list of integers on every master,
+// for a call with the given TTL.
+func (d *redlock) round(ctx context.Context, ttl time.Duration, s *goredis.Script, keys []string, args ...any) []result[[]int64] {
+	return d.roundOn(ctx, ttl, nil, s, keys, args...)
 }
 
 // roundOn is round on the masters that which picks (nil: all); the others
 // reply nil.
-func (d *redlock) roundOn(ctx context.Context, which func(int) bool, s *goredis.Script, keys []string, args ...any) []result[[]int64] {
-	return each(ctx, d, d.cfg.nodeTimeout, func(ctx context.Context, i int, c goredis.UniversalClient) ([]int64, error) {
+func (d *redlock) roundOn(ctx context.Context, ttl time.Duration, which func(int) bool, s *goredis.Script, keys []string, args ...any) []result[[]int64] {
+	return each(ctx, d, d.nodeTimeout(ttl), func(ctx context.Context, i int, c goredis.UniversalClient) ([]int64, error) {
 		if which != nil && !which(i) {
 			return nil, nil
 		}

@@ -35,8 +35,11 @@ type Option func(*config)
 type config struct {
 	prefix      string
 	nodeTimeout time.Duration
-	driftFactor float64
-	ownClients  bool // Close closes the clients (Open made them)
+	// nodeTimeoutSet: WithNodeTimeout was given; else the timeout is
+	// derived from each call's TTL.
+	nodeTimeoutSet bool
+	driftFactor    float64
+	ownClients     bool // Close closes the clients (Open made them)
 }
 
 // WithPrefix sets the namespace every Redis key and channel of the Locker
@@ -44,11 +47,32 @@ type config struct {
 // see each other's locks.
 func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 
-// WithNodeTimeout bounds how long one round waits for each master (default
-// 50 ms). Keep it small against the TTL: it is how long a stopped master
-// can delay a lock. Set the clients' ContextTimeoutEnabled too, so their
-// connections give up as soon (Open does).
-func WithNodeTimeout(d time.Duration) Option { return func(c *config) { c.nodeTimeout = d } }
+// WithNodeTimeout bounds how long one round waits for each master. Keep it
+// small against the TTL: it is how long a stopped master can delay a lock.
+// By default it is derived from each call's TTL (see NodeTimeout). Set the
+// clients' ContextTimeoutEnabled too, so their connections give up as
+// soon (Open does).
+func WithNodeTimeout(d time.Duration) Option {
+	return func(c *config) { c.nodeTimeout, c.nodeTimeoutSet = d, true }
+}
+
+// NodeTimeout is the default per-master timeout of a call with the given
+// TTL: a twentieth of the TTL, within [DefaultNodeTimeout, 1s]. That is
+// small against the TTL, as Redlock asks (the validity left after a round
+// that waited it out is still 95% of the TTL), and far above a healthy
+// master's reply even when many waiters queue for the client's
+// connections: a fixed 50 ms failed healthy masters under load.
+func NodeTimeout(ttl time.Duration) time.Duration {
+	return min(max(ttl/20, DefaultNodeTimeout), time.Second)
+}
+
+// nodeTimeout is the per-master timeout of a call with the given TTL.
+func (d *redlock) nodeTimeout(ttl time.Duration) time.Duration {
+	if d.cfg.nodeTimeoutSet {
+		return d.cfg.nodeTimeout
+	}
+	return NodeTimeout(ttl)
+}
 
 // WithDriftFactor sets the clock drift allowance as a fraction of the TTL
 // (default 0.01, as redsync's); 2 ms are added to it.
@@ -85,7 +109,7 @@ func New(clients []goredis.UniversalClient, opts ...Option) (locker.Locker, erro
 }
 
 func newDriver(clients []goredis.UniversalClient, opts ...Option) (*redlock, error) {
-	cfg := config{prefix: DefaultPrefix, nodeTimeout: DefaultNodeTimeout, driftFactor: DefaultDriftFactor}
+	cfg := config{prefix: DefaultPrefix, driftFactor: DefaultDriftFactor}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -93,7 +117,7 @@ func newDriver(clients []goredis.UniversalClient, opts ...Option) (*redlock, err
 		return nil, fmt.Errorf("%w: got %d", ErrMasterCount, len(clients))
 	}
 	switch {
-	case cfg.nodeTimeout <= 0:
+	case cfg.nodeTimeoutSet && cfg.nodeTimeout <= 0:
 		return nil, fmt.Errorf("%w: node timeout %v is not positive", ErrInvalidOption, cfg.nodeTimeout)
 	case cfg.driftFactor < 0 || cfg.driftFactor >= 0.5:
 		return nil, fmt.Errorf("%w: drift factor %v is outside [0, 0.5)", ErrInvalidOption, cfg.driftFactor)
