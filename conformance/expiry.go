@@ -62,14 +62,21 @@ func checkExpiryAfterCrash(e *env) error {
 	if err := e.h.Crash(e.ctx, a); err != nil {
 		return fmt.Errorf("Crash: %w", err)
 	}
+	return e.takeOver(b, key, old, "crashed")
+}
+
+// takeOver has b take key, within the TTL and slack, from old's holder,
+// which was cut off (how), and checks that the fence went up.
+func (e *env) takeOver(b locker.Locker, key string, old locker.Lease, how string) error {
+	ttl := e.h.ttl()
 	ctx, cancel := context.WithTimeout(e.ctx, ttl+slack)
 	defer cancel()
 	next, err := b.Lock(ctx, key)
 	if err != nil {
-		return fmt.Errorf("key of a crashed holder not free within TTL %v + %v: %w", ttl, slack, err)
+		return fmt.Errorf("key of a %s holder not free within TTL %v + %v: %w", how, ttl, slack, err)
 	}
 	if next.Fence() <= old.Fence() {
-		e.errorf("fence %d after crash is not above the crashed holder's %d", next.Fence(), old.Fence())
+		e.errorf("fence %d after the %s holder is not above its %d", next.Fence(), how, old.Fence())
 	}
 	return e.unlock(next)
 }
@@ -111,16 +118,7 @@ func checkDoneByDeadlineWhileHung(e *env) error {
 	if err := old.Err(); !errors.Is(err, locker.ErrLeaseLost) {
 		e.errorf("hung holder's Err = %v, want ErrLeaseLost", err)
 	}
-	ctx, cancel := context.WithTimeout(e.ctx, ttl+slack)
-	defer cancel()
-	next, err := b.Lock(ctx, key)
-	if err != nil {
-		return fmt.Errorf("key of a hung holder not free within TTL %v + %v after the heal: %w", ttl, slack, err)
-	}
-	if next.Fence() <= old.Fence() {
-		e.errorf("fence %d after the hang is not above the hung holder's %d", next.Fence(), old.Fence())
-	}
-	return e.unlock(next)
+	return e.takeOver(b, key, old, "hung (then healed)")
 }
 
 func checkOwnerOnlyRelease(e *env) error {
