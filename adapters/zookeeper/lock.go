@@ -15,6 +15,7 @@ import (
 
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/driver"
+	"github.com/locker-go/locker/internal/backoff"
 )
 
 const (
@@ -47,6 +48,26 @@ func (n *node) fullPath() string { return n.parent + "/" + n.name }
 // again. An owner that holds the key through this Locker already
 // (r.Reentrant) adds a hold to that node instead.
 func (z *zkDriver) Acquire(ctx context.Context, r *driver.Request) (driver.Grant, error) {
+	if !r.Wait {
+		return z.acquire(ctx, r)
+	}
+	// A Lock waits out a lost connection (a partition that heals, a
+	// session that expired and is made anew) for up to its TTL, rather
+	// than failing at its first attempt.
+	var (
+		g   driver.Grant
+		err error
+	)
+	p := backoff.Policy{Min: 20 * time.Millisecond, Max: time.Second, Until: time.Now().Add(r.TTL)}
+	backoff.Retry(ctx, p, func(ctx context.Context) bool {
+		g, err = z.acquire(ctx, r)
+		return !connErr(err)
+	})
+	return g, err
+}
+
+// acquire makes one attempt: a session, re-entry, then the queue.
+func (z *zkDriver) acquire(ctx context.Context, r *driver.Request) (driver.Grant, error) {
 	s, err := z.session(ctx, r.TTL)
 	if err != nil {
 		return driver.Grant{}, err
