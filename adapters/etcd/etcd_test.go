@@ -127,3 +127,29 @@ func BenchmarkConformance(b *testing.B) {
 func testBackendURL(t testing.TB) string {
 	return testenv.URL(t, "LOCKER_TEST_ETCD").String()
 }
+
+// The cluster of three members: every Locker knows them all (no proxy, so
+// the crash and hang checks skip; the single-member suite runs them).
+func TestConformanceCluster(t *testing.T) {
+	u := testenv.URL(t, "LOCKER_TEST_ETCD_CLUSTER")
+	prefix := strings.TrimSuffix(u.Path, "/") + "/"
+	direct, err := clientv3.New(clientv3.Config{
+		Endpoints: strings.Split(u.Host, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { direct.Close() })
+	conformance.Run(t, conformance.Harness{
+		NewLocker: func(ctx context.Context) (locker.Locker, error) { return locker.Open(ctx, u.String()) },
+		Count: func(ctx context.Context, p string) (int, error) {
+			resp, err := direct.Get(ctx, prefix+escape(p), clientv3.WithPrefix(), clientv3.WithCountOnly())
+			if err != nil {
+				return 0, err
+			}
+			return int(resp.Count), nil
+		},
+		FIFO: true,
+		TTL:  2 * time.Second,
+	})
+}

@@ -55,14 +55,16 @@ func root(u *url.URL) string {
 	return u.Path
 }
 
-// harness drives the server in u. With proxied, each Locker talks through
-// its own faultproxy, so Crash can cut it off. The proxies close when t
-// ends; the suite closes the Lockers, which stops a crashed one's goroutines.
+// harness drives the servers in u. With proxied, each Locker talks through
+// its own faultproxy (to u's first server), so Crash and Hang can cut it
+// off; without, Lockers dial every server of u, and those checks skip. The
+// proxies close when t ends; the suite closes the Lockers, which stops a
+// crashed one's goroutines.
 func harness(t testing.TB, u *url.URL, proxied bool) conformance.Harness {
 	raw := rawConn(t, u)
 	var crasher faultproxy.Crasher
 	t.Cleanup(func() { _ = crasher.Close() })
-	return conformance.Harness{
+	h := conformance.Harness{
 		NewLocker: func(ctx context.Context) (locker.Locker, error) {
 			lu := *u
 			var p *faultproxy.Proxy
@@ -80,8 +82,6 @@ func harness(t testing.TB, u *url.URL, proxied bool) conformance.Harness {
 			crasher.Track(l, p)
 			return l, nil
 		},
-		Crash: crasher.Crash,
-		Hang:  crasher.Blackhole,
 		Count: func(_ context.Context, prefix string) (int, error) {
 			return countNodes(raw, root(u), prefix)
 		},
@@ -92,6 +92,10 @@ func harness(t testing.TB, u *url.URL, proxied bool) conformance.Harness {
 			return err
 		},
 	}
+	if proxied {
+		h.Crash, h.Hang = crasher.Crash, crasher.Blackhole
+	}
+	return h
 }
 
 // count is countNodes for a test, which it fails on an error.
@@ -107,6 +111,10 @@ func count(t testing.TB, conn *zk.Conn, root, prefix string) int {
 // countNodes returns the lock nodes of the keys beginning with prefix, plus
 // one for each such key's node that is left without lock nodes (a leak).
 func countNodes(conn *zk.Conn, root, prefix string) (int, error) {
+	// In an ensemble, conn's server may lag the leader: catch up first.
+	if _, err := conn.Sync(root); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return 0, err
+	}
 	keys, _, err := conn.Children(root)
 	if errors.Is(err, zk.ErrNoNode) {
 		return 0, nil
@@ -134,6 +142,12 @@ func countNodes(conn *zk.Conn, root, prefix string) (int, error) {
 func TestConformance(t *testing.T) {
 	u := testenv.URL(t, "LOCKER_TEST_ZK")
 	conformance.Run(t, harness(t, u, true))
+}
+
+// The ensemble of three servers: every Locker knows them all.
+func TestConformanceEnsemble(t *testing.T) {
+	u := testenv.URL(t, "LOCKER_TEST_ZK_ENSEMBLE")
+	conformance.Run(t, harness(t, u, false))
 }
 
 func BenchmarkConformance(b *testing.B) {
