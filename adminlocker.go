@@ -20,6 +20,11 @@ func (a *adminLocker) Status(ctx context.Context, key string) (LockInfo, error) 
 	if err := a.set.checkKey(key); err != nil {
 		return LockInfo{}, err
 	}
+	leave, err := a.set.enter()
+	if err != nil {
+		return LockInfo{}, err
+	}
+	defer leave()
 	ctx, stop := a.set.context(ctx)
 	defer stop()
 	info, err := a.admin.Status(ctx, key)
@@ -30,6 +35,11 @@ func (a *adminLocker) List(ctx context.Context, prefix string) ([]LockInfo, erro
 	if err := a.set.check(); err != nil {
 		return nil, err
 	}
+	leave, err := a.set.enter()
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	ctx, stop := a.set.context(ctx)
 	defer stop()
 	list, err := a.admin.List(ctx, prefix)
@@ -45,6 +55,11 @@ func (a *adminLocker) ForceUnlock(ctx context.Context, key string) error {
 	if err := a.set.checkKey(key); err != nil {
 		return err
 	}
+	leave, err := a.set.enter()
+	if err != nil {
+		return err
+	}
+	defer leave()
 	ctx, stop := a.set.context(ctx)
 	defer stop()
 	return ctxErr(ctx, key, a.admin.ForceUnlock(ctx, key))

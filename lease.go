@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/locker-go/locker/driver"
+	"github.com/locker-go/locker/internal/backoff"
 )
 
 // The lease every driver's holds are wrapped in: the Deadline, the
@@ -34,18 +35,21 @@ type lease struct {
 	done chan struct{}
 	tick sync.Mutex // one timer callback at a time
 
-	// opMu orders a lease's backend calls: one Release however many Unlock
-	// calls race, and no renewal overlapping it, so a renewal that finds
-	// the lock gone after our own Unlock cannot call the lease lost.
-	opMu sync.Mutex
+	// op orders a lease's backend calls (a slot of capacity 1, taken with
+	// lockOp): one Release however many Unlock calls race, and no renewal
+	// overlapping it, so a renewal that finds the lock gone after our own
+	// Unlock cannot call the lease lost. A caller waiting for the slot
+	// gives up when its ctx ends.
+	op chan struct{}
 
-	mu       sync.Mutex
-	deadline time.Time
-	next     time.Time     // next renewal, with keep-alive
-	every    time.Duration // renewal period: TTL/3, or less if the validity is short
-	timer    *time.Timer   // wakes onTimer at min(next, deadline)
-	renewing bool          // a keep-alive renewal is under way
-	err      error
+	mu        sync.Mutex
+	deadline  time.Time
+	next      time.Time     // next renewal, with keep-alive
+	every     time.Duration // renewal period: TTL/3, or less if the validity is short
+	timer     *time.Timer   // wakes onTimer at min(next, deadline)
+	renewing  bool          // a keep-alive renewal is under way
+	releasing bool          // an Unlock failed: no more renewals (see releaseLater)
+	err       error
 }
 
 // newLease starts a lease and adds it to set, whose Close will release it. If
@@ -58,6 +62,7 @@ func newLease(set *leaseSet, cfg leaseConfig) (*lease, error) {
 		cfg:      cfg,
 		set:      set,
 		done:     make(chan struct{}),
+		op:       make(chan struct{}, 1),
 		deadline: cfg.Start.Add(cfg.Validity),
 	}
 	l.every = renewEvery(cfg.TTL, cfg.Validity)
@@ -118,8 +123,10 @@ func (l *lease) Refresh(ctx context.Context) error {
 }
 
 func (l *lease) refresh(ctx context.Context) error {
-	l.opMu.Lock()
-	defer l.opMu.Unlock()
+	if err := l.lockOp(ctx); err != nil {
+		return err
+	}
+	defer l.unlockOp()
 	if l.Err() != nil {
 		return ErrNotHeld
 	}
@@ -138,7 +145,7 @@ func (l *lease) refresh(ctx context.Context) error {
 		// It ended at its deadline while the renewal hung, which then
 		// landed after all: let the key go rather than keep it for a
 		// lease nobody holds.
-		go l.giveUp()
+		l.set.spawn(l.giveUp)
 		return ErrNotHeld
 	}
 	if d := start.Add(valid); d.After(l.deadline) {
@@ -151,10 +158,12 @@ func (l *lease) refresh(ctx context.Context) error {
 // giveUp releases the hold of an ended lease, best-effort, after the
 // backend call under way.
 func (l *lease) giveUp() {
-	l.opMu.Lock()
-	defer l.opMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.TTL)
 	defer cancel()
+	if l.lockOp(ctx) != nil {
+		return
+	}
+	defer l.unlockOp()
 	_ = l.cfg.Hold.Release(ctx)
 }
 
@@ -174,8 +183,10 @@ func (l *lease) Unlock(ctx context.Context) error {
 }
 
 func (l *lease) unlock(ctx context.Context) error {
-	l.opMu.Lock()
-	defer l.opMu.Unlock()
+	if err := l.lockOp(ctx); err != nil {
+		return err
+	}
+	defer l.unlockOp()
 	if l.Err() != nil {
 		return ErrNotHeld
 	}
@@ -185,14 +196,53 @@ func (l *lease) unlock(ctx context.Context) error {
 		l.end(ErrNotHeld)
 	case errors.Is(err, ErrNotHeld):
 		l.end(ErrLeaseLost)
+	default:
+		l.releaseLater()
 	}
 	return err
 }
 
-// end records the lease's final state once and closes Done.
-func (l *lease) end(err error) bool {
+// releaseLater follows an Unlock whose Release failed (the backend out of
+// reach, a leader election): the owner wants the key gone, so renewals
+// stop, and the release is tried again in the background until it goes
+// through or the deadline passes, when the backend lets the hold lapse by
+// itself. Else a caller that moved on would keep the key, renewed, forever.
+func (l *lease) releaseLater() {
 	l.mu.Lock()
-	if l.err != nil {
+	started := l.releasing
+	l.releasing = true
+	l.mu.Unlock()
+	if started {
+		return
+	}
+	l.set.spawn(func() {
+		ctx, cancel := context.WithDeadline(l.set.ctx, l.Deadline())
+		defer cancel()
+		backoff.Retry(ctx, backoff.Policy{Min: 10 * time.Millisecond, Max: time.Second, Jitter: true}, func(ctx context.Context) bool {
+			if l.lockOp(ctx) != nil {
+				return true
+			}
+			defer l.unlockOp()
+			if l.Err() != nil {
+				return true
+			}
+			switch err := l.cfg.Hold.Release(ctx); {
+			case err == nil, errors.Is(err, ErrNotHeld):
+				l.end(ErrNotHeld) // a release whose reply was lost may have gone through
+				return true
+			}
+			return false
+		})
+	})
+}
+
+// end records the lease's final state once and closes Done.
+func (l *lease) end(err error) bool { return l.endIf(err, nil) }
+
+// endIf is end, if cond (checked under l.mu) holds.
+func (l *lease) endIf(err error, cond func() bool) bool {
+	l.mu.Lock()
+	if l.err != nil || (cond != nil && !cond()) {
 		l.mu.Unlock()
 		return false
 	}
@@ -210,7 +260,7 @@ func (l *lease) end(err error) bool {
 // keep-alive, else the deadline. Callers hold l.mu.
 func (l *lease) wakeIn() time.Duration {
 	wake := l.deadline
-	if l.cfg.KeepAlive && !l.renewing && l.next.Before(wake) {
+	if l.cfg.KeepAlive && !l.renewing && !l.releasing && l.next.Before(wake) {
 		wake = l.next
 	}
 	return time.Until(wake)
@@ -242,7 +292,7 @@ func (l *lease) onTimer() {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.cfg.KeepAlive && !l.renewing && !now.Before(l.next) {
+	if l.cfg.KeepAlive && !l.renewing && !l.releasing && !now.Before(l.next) {
 		l.renewing = true
 		go l.renew()
 	}
@@ -276,16 +326,43 @@ func (l *lease) renew() {
 // backend keeps the hold beyond it (driver.Expirer), after any backend
 // call under way.
 func (l *lease) expire() {
-	if !l.end(ErrLeaseLost) {
+	e, _ := l.cfg.Hold.(driver.Expirer)
+	var run func(func())
+	if e != nil {
+		// Taken before Done closes, so that a Close that follows Done
+		// waits for Expire before it closes the driver.
+		run = l.set.reserve()
+	}
+	if !l.endIf(ErrLeaseLost, func() bool { return !time.Now().Before(l.deadline) }) {
+		if run != nil {
+			run(nil)
+		}
+		l.mu.Lock()
+		l.rearm() // a refresh moved the deadline meanwhile
+		l.mu.Unlock()
 		return
 	}
-	if e, ok := l.cfg.Hold.(driver.Expirer); ok {
-		go func() {
-			l.opMu.Lock()
-			defer l.opMu.Unlock()
+	if run != nil {
+		run(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), l.cfg.TTL)
 			defer cancel()
+			if l.lockOp(ctx) != nil {
+				return
+			}
+			defer l.unlockOp()
 			e.Expire(ctx)
-		}()
+		})
 	}
 }
+
+// lockOp waits for the lease's backend-call slot, or for ctx.
+func (l *lease) lockOp(ctx context.Context) error {
+	select {
+	case l.op <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *lease) unlockOp() { <-l.op }

@@ -7,9 +7,11 @@ import (
 
 // leaseSet tracks the live leases of one Locker, for Close.
 type leaseSet struct {
-	calls  sync.WaitGroup // Lock and TryLock calls under way, which Close waits for
+	calls  sync.WaitGroup // Lock, TryLock and admin calls under way, which Close waits for
+	bg     sync.WaitGroup // a lease's background backend calls (giveUp, Expire)
 	mu     sync.Mutex
 	closed bool
+	sealed bool // Close is past its releases: no new background call
 	leases map[*lease]struct{}
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -117,5 +119,53 @@ func (s *leaseSet) close(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
+	s.mu.Lock()
+	s.sealed = true
+	s.mu.Unlock()
+	bgDone := make(chan struct{})
+	go func() { s.bg.Wait(); close(bgDone) }()
+	select {
+	case <-bgDone:
+	case <-ctx.Done():
+	}
 	return nil
+}
+
+// spawn runs f in the background unless Close is past its releases;
+// Close waits for it (within its bound) before closing the driver.
+func (s *leaseSet) spawn(f func()) {
+	if run := s.reserve(); run != nil {
+		run(f)
+	}
+}
+
+// reserve takes a background slot now, for work decided on later: Close,
+// once past its releases, waits for it. It returns nil if Close is past
+// them already. The caller must call run once, with nil to give the slot
+// back unused.
+func (s *leaseSet) reserve() (run func(f func())) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sealed {
+		return nil
+	}
+	s.bg.Add(1)
+	return func(f func()) {
+		if f == nil {
+			s.bg.Done()
+			return
+		}
+		go func() { defer s.bg.Done(); f() }()
+	}
+}
+
+// enter starts an admin call: ErrClosed, or end to call when it returns.
+func (s *leaseSet) enter() (func(), error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	s.calls.Add(1)
+	return s.calls.Done, nil
 }

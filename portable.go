@@ -82,9 +82,10 @@ func (p *portable) attempt(ctx context.Context, r *driver.Request) (Lease, error
 // returns ErrLocked and how long to wait at most before looking again. A
 // grant whose validity ran out before its reply came (a slow backend, a
 // starved process) is given back and asked for again: Lock never returns
-// a dead lease.
+// a dead lease. After deadGrants such grants in a row, the TTL is too
+// short for the backend's round trip, and try says so.
 func (p *portable) try(ctx context.Context, r *driver.Request) (Lease, time.Duration, error) {
-	for {
+	for dead := 0; ; dead++ {
 		start := time.Now()
 		g, err := p.d.Acquire(ctx, r)
 		switch {
@@ -101,6 +102,10 @@ func (p *portable) try(ctx context.Context, r *driver.Request) (Lease, time.Dura
 			if err := ctx.Err(); err != nil {
 				return nil, 0, err
 			}
+			if dead+1 == deadGrants {
+				return nil, 0, fmt.Errorf("%w: %q: %d grants in a row arrived after their validity (TTL %v): the TTL is shorter than the backend's round trip",
+					ErrInvalidTTL, r.Key, deadGrants, r.TTL)
+			}
 			continue
 		}
 		l, err := newLease(p.set, leaseConfig{
@@ -113,6 +118,10 @@ func (p *portable) try(ctx context.Context, r *driver.Request) (Lease, time.Dura
 		return l, 0, nil
 	}
 }
+
+// deadGrants is how many grants in a row may arrive already expired
+// before a call gives up on its TTL.
+const deadGrants = 3
 
 // giveBack releases a hold that arrived dead, best-effort.
 func (p *portable) giveBack(ctx context.Context, h driver.Hold) {
@@ -144,6 +153,9 @@ func ctxErr(ctx context.Context, key string, err error) error {
 	}
 	if errors.Is(err, ctx.Err()) {
 		return err
+	}
+	if errors.Is(err, ErrLocked) { // refused, and out of time: both are true
+		return fmt.Errorf("%w: %w", err, ctx.Err())
 	}
 	return fmt.Errorf("locker: %q: %w", key, ctx.Err())
 }

@@ -38,6 +38,10 @@ func (p *portable) wait(ctx context.Context, r *driver.Request) (Lease, error) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	refused := false // another owner held the key when we last looked
+	// soon is the fallback for a refusal that says "look again at once"
+	// (Retry <= 0): doubled while such refusals repeat, so that a holder
+	// whose release is slow to show does not turn the wait into polling.
+	soon := minFallback
 	for {
 		l, retry, err := p.try(ctx, r)
 		if refused && err != nil && ctx.Err() != nil {
@@ -50,10 +54,18 @@ func (p *portable) wait(ctx context.Context, r *driver.Request) (Lease, error) {
 		if wake == nil && p.notifier != nil {
 			stop, err := subscribe()
 			if err != nil {
+				if ctx.Err() != nil {
+					return nil, fmt.Errorf("%w: %q: %w", ErrLocked, r.Key, ctx.Err())
+				}
 				return nil, err
 			}
 			defer stop() // runs once: wake is set from now on
 			continue
+		}
+		if retry > 0 {
+			soon = minFallback
+		} else {
+			retry, soon = soon, min(2*soon, max(r.TTL/3, minFallback))
 		}
 		timer.Reset(max(retry, minFallback))
 		select {

@@ -78,8 +78,9 @@ type Grant struct {
 	// (a session expired, a node deleted): the lease then ends lost.
 	Lost <-chan struct{}
 	// Retry, for a refusal, is how long until the holder's lease would
-	// lapse (zero if unknown): the waiter looks again then at the latest,
-	// should no notification come.
+	// lapse: the waiter looks again then at the latest, should no
+	// notification come. Zero (or less): look again soon; the waiter backs
+	// off while such refusals repeat.
 	Retry time.Duration
 }
 
