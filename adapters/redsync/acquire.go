@@ -14,6 +14,7 @@ import (
 
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/driver"
+	"github.com/locker-go/locker/internal/backoff"
 )
 
 // Outcomes of acquireScript on one master.
@@ -45,8 +46,8 @@ func (d *redlock) Acquire(ctx context.Context, r *driver.Request) (driver.Grant,
 		// acquires on quiet masters and the others find it held, instead
 		// of all splitting the masters between them.
 		woke := time.Now()
-		if err := sleep(ctx, rand.N(c.last)); err != nil {
-			return driver.Grant{}, err
+		if !backoff.Sleep(ctx, rand.N(c.last)) {
+			return driver.Grant{}, ctx.Err()
 		}
 		if ttl, ok := d.news.takenSince(r.Key, woke); ok {
 			return driver.Grant{Retry: ttl}, nil
@@ -56,18 +57,6 @@ func (d *redlock) Acquire(ctx context.Context, r *driver.Request) (driver.Grant,
 	g, err := d.attempt(ctx, r, c.last > 0)
 	c.last = time.Since(start)
 	return g, err
-}
-
-// sleep waits t or until ctx ends, then returns ctx's error.
-func sleep(ctx context.Context, t time.Duration) error {
-	timer := time.NewTimer(t)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // attempt is one Redlock round (two when the fence must be made durable).

@@ -13,7 +13,6 @@ import (
 
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/adapters/zookeeper"
-	"github.com/locker-go/locker/conformance/faultproxy"
 	"github.com/locker-go/locker/internal/testenv"
 )
 
@@ -91,14 +90,8 @@ func TestTTLBelowSessionTimeout(t *testing.T) {
 // server can hand the key on, and the key then passes on.
 func TestSessionLoss(t *testing.T) {
 	u := testenv.URL(t, "LOCKER_TEST_ZK")
-	p, err := faultproxy.New(strings.Split(u.Host, ",")[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	pu := *u
-	pu.Host, pu.RawQuery = p.Addr(), "session_timeout=2s"
-	a, b := open(t, &pu), open(t, u)
+	p, pu := proxied(t, u)
+	a, b := open(t, pu), open(t, u)
 	key := uniq(t) + "k"
 	held, err := a.TryLock(context.Background(), key, locker.WithTTL(time.Minute))
 	if err != nil {

@@ -2,6 +2,7 @@ package zookeeper_test
 
 import (
 	"context"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -10,18 +11,25 @@ import (
 	"github.com/locker-go/locker/internal/testenv"
 )
 
-// After a partition heals, the first Lock waits for the client to be back
-// rather than failing at once (issue 13, defect 7).
-func TestFirstLockAfterAPartitionHeals(t *testing.T) {
-	u := testenv.URL(t, "LOCKER_TEST_ZK")
+// proxied returns a faultproxy to u's first server, closed when t ends,
+// and u through it with a pinned 2s session.
+func proxied(t *testing.T, u *url.URL) (*faultproxy.Proxy, *url.URL) {
+	t.Helper()
 	p, err := faultproxy.New(strings.Split(u.Host, ",")[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
 	pu := *u
 	pu.Host, pu.RawQuery = p.Addr(), "session_timeout=2s"
-	l := open(t, &pu)
+	return p, &pu
+}
+
+// After a partition heals, the first Lock waits for the client to be back
+// rather than failing at once (issue 13, defect 7).
+func TestFirstLockAfterAPartitionHeals(t *testing.T) {
+	p, pu := proxied(t, testenv.URL(t, "LOCKER_TEST_ZK"))
+	l := open(t, pu)
 	key := uniq(t) + "k"
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
