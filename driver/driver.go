@@ -108,7 +108,9 @@ type Notifier interface {
 
 // Expirer is implemented by holds that the backend does not end by itself
 // at the deadline (a ZooKeeper node lives as long as its session): Expire
-// is called once, when the lease ends lost.
+// is called once, when the lease reaches its deadline unrenewed, after any
+// other call of the hold. (A hold the backend reported gone, through
+// Grant.Lost or ErrNotHeld, gets no Expire.)
 type Expirer interface {
 	Expire(ctx context.Context)
 }
