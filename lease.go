@@ -184,6 +184,7 @@ func (l *lease) Unlock(ctx context.Context) error {
 
 func (l *lease) unlock(ctx context.Context) error {
 	if err := l.lockOp(ctx); err != nil {
+		l.releaseLater() // a renewal hangs: release once it is over
 		return err
 	}
 	defer l.unlockOp()

@@ -182,8 +182,10 @@ func TestLostChannelEndsLease(t *testing.T) {
 // connection.
 type hangingHold struct {
 	fakeOps
-	letGo    chan struct{}
-	released chan struct{}
+	letGo      chan struct{}
+	released   chan struct{}
+	refreshing chan struct{} // if set, closed when the first Refresh begins
+	once       sync.Once
 }
 
 func (h *hangingHold) Release(ctx context.Context) error {
@@ -193,6 +195,9 @@ func (h *hangingHold) Release(ctx context.Context) error {
 
 func (h *hangingHold) Refresh(context.Context) (time.Duration, error) {
 	h.refreshes.Add(1)
+	if h.refreshing != nil {
+		h.once.Do(func() { close(h.refreshing) })
+	}
 	<-h.letGo
 	return 300 * time.Millisecond, nil
 }

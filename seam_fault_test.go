@@ -281,3 +281,29 @@ func TestFailedUnlockReleasesInTheBackground(t *testing.T) {
 		t.Errorf("%d renewals after the owner's Unlock", h.refreshes.Load()-refreshes)
 	}
 }
+
+// An Unlock that gives up waiting for a hung renewal (its ctx ended) still
+// lets the key go once the renewal is over, instead of renewing forever.
+func TestUnlockCutShortByAHungRenewalReleasesLater(t *testing.T) {
+	h := &hangingHold{letGo: make(chan struct{}), released: make(chan struct{}), refreshing: make(chan struct{})}
+	l, err := newLease(newLeaseSet(), leaseConfig{Key: "k", TTL: time.Minute, KeepAlive: true, Start: time.Now().Add(-20 * time.Second), Hold: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-h.refreshing // the renewal due at once starts, and hangs
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := l.Unlock(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Unlock while a renewal hangs = %v, want its ctx's end", err)
+	}
+	close(h.letGo)
+	select {
+	case <-h.released:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the key was not released after the renewal ended")
+	}
+	waitDone(t, l)
+	if !errors.Is(l.Err(), ErrNotHeld) {
+		t.Errorf("Err = %v, want ErrNotHeld", l.Err())
+	}
+}
