@@ -17,31 +17,24 @@ type adminLocker struct {
 }
 
 func (a *adminLocker) Status(ctx context.Context, key string) (LockInfo, error) {
-	if err := a.set.checkKey(key); err != nil {
-		return LockInfo{}, err
-	}
-	leave, err := a.set.enter()
+	ctx, end, err := a.set.enter(ctx)
 	if err != nil {
 		return LockInfo{}, err
 	}
-	defer leave()
-	ctx, stop := a.set.context(ctx)
-	defer stop()
+	defer end()
+	if err := ValidateKey(key); err != nil {
+		return LockInfo{}, err
+	}
 	info, err := a.admin.Status(ctx, key)
 	return info, ctxErr(ctx, key, err)
 }
 
 func (a *adminLocker) List(ctx context.Context, prefix string) ([]LockInfo, error) {
-	if err := a.set.check(); err != nil {
-		return nil, err
-	}
-	leave, err := a.set.enter()
+	ctx, end, err := a.set.enter(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer leave()
-	ctx, stop := a.set.context(ctx)
-	defer stop()
+	defer end()
 	list, err := a.admin.List(ctx, prefix)
 	if err != nil {
 		return nil, ctxErr(ctx, prefix, err)
@@ -52,15 +45,13 @@ func (a *adminLocker) List(ctx context.Context, prefix string) ([]LockInfo, erro
 }
 
 func (a *adminLocker) ForceUnlock(ctx context.Context, key string) error {
-	if err := a.set.checkKey(key); err != nil {
-		return err
-	}
-	leave, err := a.set.enter()
+	ctx, end, err := a.set.enter(ctx)
 	if err != nil {
 		return err
 	}
-	defer leave()
-	ctx, stop := a.set.context(ctx)
-	defer stop()
+	defer end()
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
 	return ctxErr(ctx, key, a.admin.ForceUnlock(ctx, key))
 }

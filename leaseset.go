@@ -39,44 +39,36 @@ func (s *leaseSet) remove(l *lease) {
 	s.mu.Unlock()
 }
 
-// begin starts a Lock or TryLock call: ErrClosed once Close was called,
-// else the resolved options, or why they are bad; either way nothing has
-// reached the backend yet. On success it returns the call's context, which
-// Close also cancels (cause ErrClosed), and end, which the caller must call
-// when the call returns: Close waits for calls under way, so that their
-// clean-up (leaving a queue, undoing a late grant) runs before the adapter
-// closes its client.
-func (s *leaseSet) begin(ctx context.Context, key string, opts []Option) (context.Context, Options, func(), error) {
+// enter starts a call (Lock, TryLock, an admin call): ErrClosed once
+// Close was called; else the call's context, which Close also cancels
+// (cause ErrClosed), and end, which the caller must call when the call
+// returns: Close waits for calls under way, so that their clean-up
+// (leaving a queue, undoing a late grant) runs before the driver closes.
+func (s *leaseSet) enter(ctx context.Context) (context.Context, func(), error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return ctx, Options{}, nil, ErrClosed
+		return ctx, nil, ErrClosed
 	}
 	s.calls.Add(1)
 	s.mu.Unlock()
-	o, err := Resolve(key, opts...)
+	ctx, stop := s.context(ctx)
+	return ctx, func() { stop(); s.calls.Done() }, nil
+}
+
+// begin is enter for a Lock or TryLock call, with its resolved options,
+// or why they are bad: either way nothing has reached the backend yet.
+func (s *leaseSet) begin(ctx context.Context, key string, opts []Option) (context.Context, Options, func(), error) {
+	ctx, end, err := s.enter(ctx)
 	if err != nil {
-		s.calls.Done()
 		return ctx, Options{}, nil, err
 	}
-	ctx, stop := s.context(ctx)
-	return ctx, o, func() { stop(); s.calls.Done() }, nil
-}
-
-// checkKey starts an admin call on key: ErrClosed, ErrInvalidKey or nil.
-func (s *leaseSet) checkKey(key string) error {
-	if err := s.check(); err != nil {
-		return err
+	o, err := Resolve(key, opts...)
+	if err != nil {
+		end()
+		return ctx, Options{}, nil, err
 	}
-	return ValidateKey(key)
-}
-
-// check starts any other call: ErrClosed once Close was called, else nil.
-func (s *leaseSet) check() error {
-	if s.closedNow() {
-		return ErrClosed
-	}
-	return nil
+	return ctx, o, end, nil
 }
 
 // closedNow reports whether Close was called.
@@ -157,15 +149,4 @@ func (s *leaseSet) reserve() (run func(f func())) {
 		}
 		go func() { defer s.bg.Done(); f() }()
 	}
-}
-
-// enter starts an admin call: ErrClosed, or end to call when it returns.
-func (s *leaseSet) enter() (func(), error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, ErrClosed
-	}
-	s.calls.Add(1)
-	return s.calls.Done, nil
 }

@@ -111,17 +111,6 @@ func (h *Hub) NotifyAll() {
 	}
 }
 
-// Keys lists the keys that have waiters, e.g. to resubscribe after a reconnect.
-func (h *Hub) Keys() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	keys := make([]string, 0, len(h.keys))
-	for k := range h.keys {
-		keys = append(keys, k)
-	}
-	return keys
-}
-
 func signal(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
