@@ -26,7 +26,11 @@ func (a *adminLocker) Status(ctx context.Context, key string) (LockInfo, error) 
 		return LockInfo{}, err
 	}
 	info, err := a.admin.Status(ctx, key)
-	return info, ctxErr(ctx, key, err)
+	if err != nil {
+		return info, ctxErr(ctx, key, err)
+	}
+	info.Holds = a.shares.holds(info)
+	return info, nil
 }
 
 func (a *adminLocker) List(ctx context.Context, prefix string) ([]LockInfo, error) {
@@ -38,6 +42,9 @@ func (a *adminLocker) List(ctx context.Context, prefix string) ([]LockInfo, erro
 	list, err := a.admin.List(ctx, prefix)
 	if err != nil {
 		return nil, ctxErr(ctx, prefix, err)
+	}
+	for i := range list {
+		list[i].Holds = a.shares.holds(list[i])
 	}
 	list = slices.DeleteFunc(list, func(i LockInfo) bool { return !strings.HasPrefix(i.Key, prefix) })
 	slices.SortFunc(list, func(a, b LockInfo) int { return strings.Compare(a.Key, b.Key) })

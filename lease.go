@@ -35,12 +35,11 @@ type lease struct {
 	done chan struct{}
 	tick sync.Mutex // one timer callback at a time
 
-	// op orders a lease's backend calls (a slot of capacity 1, taken with
-	// lockOp): one Release however many Unlock calls race, and no renewal
-	// overlapping it, so a renewal that finds the lock gone after our own
-	// Unlock cannot call the lease lost. A caller waiting for the slot
-	// gives up when its ctx ends.
-	op chan struct{}
+	// op orders a lease's backend calls: one Release however many Unlock
+	// calls race, and no renewal overlapping it, so a renewal that finds
+	// the lock gone after our own Unlock cannot call the lease lost. A
+	// caller waiting for the slot gives up when its ctx ends.
+	op slot
 
 	mu        sync.Mutex
 	deadline  time.Time
@@ -62,7 +61,7 @@ func newLease(set *leaseSet, cfg leaseConfig) (*lease, error) {
 		cfg:      cfg,
 		set:      set,
 		done:     make(chan struct{}),
-		op:       make(chan struct{}, 1),
+		op:       make(slot, 1),
 		deadline: cfg.Start.Add(cfg.Validity),
 	}
 	l.every = renewEvery(cfg.TTL, cfg.Validity)
@@ -123,10 +122,10 @@ func (l *lease) Refresh(ctx context.Context) error {
 }
 
 func (l *lease) refresh(ctx context.Context) error {
-	if err := l.lockOp(ctx); err != nil {
+	if err := l.op.lock(ctx); err != nil {
 		return err
 	}
-	defer l.unlockOp()
+	defer l.op.unlock()
 	if l.Err() != nil {
 		return ErrNotHeld
 	}
@@ -160,10 +159,10 @@ func (l *lease) refresh(ctx context.Context) error {
 func (l *lease) giveUp() {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.TTL)
 	defer cancel()
-	if l.lockOp(ctx) != nil {
+	if l.op.lock(ctx) != nil {
 		return
 	}
-	defer l.unlockOp()
+	defer l.op.unlock()
 	_ = l.cfg.Hold.Release(ctx)
 }
 
@@ -183,11 +182,11 @@ func (l *lease) Unlock(ctx context.Context) error {
 }
 
 func (l *lease) unlock(ctx context.Context) error {
-	if err := l.lockOp(ctx); err != nil {
+	if err := l.op.lock(ctx); err != nil {
 		l.releaseLater() // a renewal hangs: release once it is over
 		return err
 	}
-	defer l.unlockOp()
+	defer l.op.unlock()
 	if l.Err() != nil {
 		return ErrNotHeld
 	}
@@ -220,10 +219,10 @@ func (l *lease) releaseLater() {
 		ctx, cancel := context.WithDeadline(l.set.ctx, l.Deadline())
 		defer cancel()
 		backoff.Retry(ctx, backoff.Policy{Min: 10 * time.Millisecond, Max: time.Second, Jitter: true}, func(ctx context.Context) bool {
-			if l.lockOp(ctx) != nil {
+			if l.op.lock(ctx) != nil {
 				return true
 			}
-			defer l.unlockOp()
+			defer l.op.unlock()
 			if l.Err() != nil {
 				return true
 			}
@@ -347,23 +346,11 @@ func (l *lease) expire() {
 		run(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), l.cfg.TTL)
 			defer cancel()
-			if l.lockOp(ctx) != nil {
+			if l.op.lock(ctx) != nil {
 				return
 			}
-			defer l.unlockOp()
+			defer l.op.unlock()
 			e.Expire(ctx)
 		})
 	}
 }
-
-// lockOp waits for the lease's backend-call slot, or for ctx.
-func (l *lease) lockOp(ctx context.Context) error {
-	select {
-	case l.op <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (l *lease) unlockOp() { <-l.op }

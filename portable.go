@@ -22,7 +22,7 @@ const closeTimeout = 5 * time.Second
 // leases are released. If d implements driver.Admin, so does the Locker
 // (locker.Admin).
 func New(d driver.Driver) Locker {
-	p := &portable{d: d, set: newLeaseSet()}
+	p := &portable{d: d, set: newLeaseSet(), shares: &shares{m: map[shareKey]*shared{}}}
 	p.notifier, _ = d.(driver.Notifier)
 	if a, ok := d.(driver.Admin); ok {
 		return &adminLocker{portable: p, admin: a}
@@ -35,6 +35,7 @@ type portable struct {
 	d        driver.Driver
 	notifier driver.Notifier // nil if d cannot notify
 	set      *leaseSet
+	shares   *shares // holds re-entered through this Locker (driver.Reenterer)
 }
 
 func (p *portable) Lock(ctx context.Context, key string, opts ...Option) (Lease, error) {
@@ -87,7 +88,7 @@ func (p *portable) attempt(ctx context.Context, r *driver.Request) (Lease, error
 func (p *portable) try(ctx context.Context, r *driver.Request) (Lease, time.Duration, error) {
 	for dead := 0; ; dead++ {
 		start := time.Now()
-		g, err := p.d.Acquire(ctx, r)
+		g, err := p.acquire(ctx, r)
 		switch {
 		case err != nil:
 			return nil, 0, err
@@ -117,6 +118,19 @@ func (p *portable) try(ctx context.Context, r *driver.Request) (Lease, time.Dura
 		}
 		return l, 0, nil
 	}
+}
+
+// acquire is one attempt: a re-entry this Locker counts (reentry.go),
+// else the driver's Acquire.
+func (p *portable) acquire(ctx context.Context, r *driver.Request) (driver.Grant, error) {
+	if g, ok, err := p.shares.reenter(ctx, r); ok || err != nil {
+		return g, err
+	}
+	g, err := p.d.Acquire(ctx, r)
+	if err == nil && g.Hold != nil {
+		g.Hold = p.shares.add(r, g)
+	}
+	return g, err
 }
 
 // deadGrants is how many grants in a row may arrive already expired

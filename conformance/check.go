@@ -39,12 +39,14 @@ func skip(reason string) error { return &SkipError{Reason: reason} }
 func Checks() []Check {
 	return []Check{
 		check("MutualExclusion", checkMutualExclusion),
+		check("Linearizable", checkLinearizable),
 		check("TryLockHeld", checkTryLockHeld),
 		check("IndependentKeys", checkIndependentKeys),
 		check("OpaqueKeys", checkOpaqueKeys),
 		check("ExpiryWithoutKeepAlive", checkExpiryWithoutKeepAlive),
 		check("ExpiryAfterCrash", checkExpiryAfterCrash),
 		check("DoneByDeadlineWhileHung", checkDoneByDeadlineWhileHung),
+		check("FaultsUnderContention", checkFaultsUnderContention),
 		check("OwnerOnlyRelease", checkOwnerOnlyRelease),
 		check("KeepAlive", checkKeepAlive),
 		check("RefreshMovesDeadline", checkRefreshMovesDeadline),

@@ -3,11 +3,13 @@ package conformance_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/adapters/mem"
 	"github.com/locker-go/locker/conformance"
+	"github.com/locker-go/locker/conformance/history"
 )
 
 // The suite on the reference driver with only the required NewLocker, as
@@ -34,4 +36,30 @@ func TestChecksWithoutCrashOrCount(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Clients that each lock in a space of their own, as processes pointed at
+// different servers would: the Linearizable check finds the overlap and
+// says so with a history it can draw.
+func TestLinearizableFindsOverlap(t *testing.T) {
+	n := 0
+	h := conformance.Harness{
+		NewLocker: func(context.Context) (locker.Locker, error) {
+			n++
+			return mem.New(fmt.Sprintf("%s-%d", t.Name(), n)), nil
+		},
+		Prefix: "self-test/",
+	}
+	for _, c := range conformance.Checks() {
+		if c.Name != "Linearizable" {
+			continue
+		}
+		err := c.Run(t.Context(), h)
+		var v *history.Violation
+		if !errors.As(err, &v) {
+			t.Fatalf("Linearizable on split lock spaces = %v; want a *history.Violation", err)
+		}
+		return
+	}
+	t.Fatal("no Linearizable check")
 }

@@ -28,6 +28,10 @@ type Harness struct {
 	// Blackhole), until heal is called. Optional: without it
 	// DoneByDeadlineWhileHung is skipped.
 	Hang func(ctx context.Context, l locker.Locker) (heal func(), err error)
+	// Slow adds d of latency each way to l's traffic until heal is called
+	// (a faultproxy.Crasher's Delay). Optional: without it
+	// FaultsUnderContention leaves out its slow-network phase.
+	Slow func(ctx context.Context, l locker.Locker, d time.Duration) (heal func(), err error)
 	// Count returns how many per-key records the backend holds (keys,
 	// nodes, rows: holders and queued waiters) for keys beginning with
 	// prefix. Optional: without it NoLeak and FIFO are skipped, and

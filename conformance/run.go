@@ -3,6 +3,8 @@ package conformance
 import (
 	"errors"
 	"testing"
+
+	"github.com/locker-go/locker/conformance/history"
 )
 
 // Run runs every check of [Checks] against the backend h drives, each as a
@@ -27,6 +29,7 @@ func Run(t *testing.T, h Harness) {
 			case errors.As(err, &s):
 				t.Skip(s.Reason)
 			default:
+				history.WriteArtifact(t, err)
 				t.Fatal(err)
 			}
 		})

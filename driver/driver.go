@@ -51,7 +51,8 @@ type Request struct {
 	Key   string // valid and opaque: no character has a special meaning
 	Owner string // owner token
 	// Reentrant: Owner is a stable identity (WithOwner), so a key it holds
-	// is granted again with the same fence and one more hold.
+	// is granted again with the same fence and one more hold (by the
+	// backend, or by the portable Locker for a Reenterer's hold).
 	Reentrant bool
 	// ID is unique to this call: the id of the hold it takes, and its name
 	// in a queue.
@@ -113,6 +114,23 @@ type Notifier interface {
 // Grant.Lost or ErrNotHeld, gets no Expire.)
 type Expirer interface {
 	Expire(ctx context.Context)
+}
+
+// Reenterer is implemented by holds whose backend does not count an
+// owner's re-entry (a ZooKeeper lock node is one hold however often its
+// owner re-enters it). The portable Locker then counts re-entry per
+// Locker: a Reentrant request for a key its owner holds through this
+// Locker is granted by Reenter, not Acquire, and the leases share the
+// backend hold: one Fence and Lost, one backend call at a time, and only
+// the last of them to be released (or to expire) releases it.
+type Reenterer interface {
+	// Reenter checks that the hold can take r, a re-entry by its owner,
+	// and returns r's grant: a Hold that makes this hold's backend calls
+	// for r's lease (its TTL and KeepAlive), with Start and Validity. A
+	// grant without a Hold says the hold is gone: r is acquired anew.
+	// Reenter leaves nothing to undo, and may be called after the lease of
+	// this very Hold was released, while another lease shares it.
+	Reenter(ctx context.Context, r *Request) (Grant, error)
 }
 
 // LockInfo describes one held lock as the backend records it.

@@ -18,23 +18,17 @@ import (
 // holder it re-entered changed); start over with a new entry.
 var errRequeue = errors.New("locker/etcd: queue entry lost; retrying")
 
-// entry is one queue entry of this driver, a holder or a waiter; it is a
-// call's r.State, for Abandon, from the moment it may exist.
+// entry is the queue entry of call r, a holder or a waiter, whose hold
+// set has r.ID; it is r.State, for Abandon, from the moment it may exist.
 type entry struct {
 	d     *etcdDriver
-	key   string // the user's key
+	r     *driver.Request
 	name  string // the etcd key: prefix + escape(key) + "/" + random
-	owner string
-	id    string // this call's id in the entry's hold set
-	ttl   time.Duration
-	keep  bool
 	lease *etcdLease
 }
 
-// Acquire takes r.Key. TryLock (r.Wait false) creates its entry only if
-// the key's queue is empty, so a refusal leaves nothing behind. Lock
-// queues an entry and blocks until it is the lowest, watching only its
-// immediate predecessor. An entry lost on the way is replaced.
+// Acquire takes r.Key (see the package doc); an entry lost on the way is
+// replaced.
 func (d *etcdDriver) Acquire(ctx context.Context, r *driver.Request) (driver.Grant, error) {
 	for {
 		g, err := d.attempt(ctx, r)
@@ -65,29 +59,27 @@ func (d *etcdDriver) attempt(ctx context.Context, r *driver.Request) (driver.Gra
 		return driver.Grant{}, d.fail(ctx, r.Key, err)
 	}
 	q := d.queue(r.Key)
-	en := &entry{d: d, key: r.Key, name: q + rand.Text(), owner: r.Owner, id: r.ID, ttl: r.TTL, keep: r.KeepAlive, lease: el}
+	en := &entry{d: d, r: r, name: q + rand.Text(), lease: el}
 	r.State = en
-	put := clientv3.OpPut(en.name, record{Owner: r.Owner, Holds: []string{en.id}}.encode(), clientv3.WithLease(el.id))
+	put := clientv3.OpPut(en.name, record{Owner: r.Owner, Holds: []string{r.ID}}.encode(), clientv3.WithLease(el.id))
 	if !r.Wait || r.Reentrant {
 		// Only into an empty queue; else learn the holder, for re-entry.
 		resp, err := en.txn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(q), "=", 0).WithPrefix()},
-			[]clientv3.Op{put}, []clientv3.Op{clientv3.OpGet(q, append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...)})
+			[]clientv3.Op{put}, clientv3.OpGet(q, append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...))
 		if err != nil {
 			return driver.Grant{}, err
 		}
 		if resp.Succeeded {
 			return en.take(ctx, resp.Header.Revision, start)
 		}
-		kvs := resp.Responses[0].GetResponseRange().Kvs
-		if r.Reentrant && len(kvs) == 1 {
-			if rec, err := decodeRecord(kvs[0].Value); err == nil && rec.Owner == r.Owner {
+		if first := kvs(resp, 0); r.Reentrant && len(first) == 1 {
+			if rec, err := decodeRecord(first[0].Value); err == nil && rec.Owner == r.Owner {
 				en.discard(ctx) // a dedicated lease we turn out not to need
-				return d.reenter(ctx, r, kvs[0], rec)
+				return d.reenter(ctx, r, first[0], rec)
 			}
 		}
 		if !r.Wait {
 			en.discard(ctx)
-			r.State = nil
 			return driver.Grant{}, nil
 		}
 	}
@@ -95,13 +87,13 @@ func (d *etcdDriver) attempt(ctx context.Context, r *driver.Request) (driver.Gra
 	resp, err := en.txn(ctx, nil, []clientv3.Op{
 		clientv3.OpGet(q, append(clientv3.WithLastCreate(), clientv3.WithPrefix(), clientv3.WithKeysOnly())...),
 		put,
-	}, nil)
+	})
 	if err != nil {
 		return driver.Grant{}, err
 	}
 	mine := resp.Header.Revision
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-		if err := en.waitTurn(ctx, mine, kvs[0]); err != nil {
+	if pred := kvs(resp, 0); len(pred) > 0 {
+		if err := en.waitTurn(ctx, mine, pred[0]); err != nil {
 			return driver.Grant{}, err
 		}
 		start = time.Now()
@@ -111,66 +103,50 @@ func (d *etcdDriver) attempt(ctx context.Context, r *driver.Request) (driver.Gra
 
 // txn runs the txn that may create en's entry. etcd refuses it, writing
 // nothing, if en's etcd lease is gone: then it is errRequeue.
-func (en *entry) txn(ctx context.Context, cmp []clientv3.Cmp, then, els []clientv3.Op) (*clientv3.TxnResponse, error) {
-	rctx, cancel := en.d.rpc(ctx)
-	defer cancel()
-	resp, err := en.d.client.Txn(rctx).If(cmp...).Then(then...).Else(els...).Commit()
+func (en *entry) txn(ctx context.Context, cmp []clientv3.Cmp, then []clientv3.Op, els ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	resp, err := en.d.txn(ctx, en.r.Key, cmp, then, els...)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		if !en.lease.dedicated {
-			en.d.forget(en.lease)
-		}
+		en.lease.gone()
 		return nil, errRequeue
 	}
-	return resp, en.d.fail(ctx, en.key, err)
+	return resp, err
 }
 
 // take grants the key to en, now the lowest entry, with create revision
 // fence. The etcd lease is first made known to outlive the lease's first
 // deadline by a good margin, and the validity is never longer than that.
 func (en *entry) take(ctx context.Context, fence int64, start time.Time) (driver.Grant, error) {
-	need := en.ttl * 2 / 3
-	if !en.keep {
-		need = en.ttl // nobody will renew it: give it its whole TTL
+	need := en.r.TTL * 2 / 3
+	if !en.r.KeepAlive {
+		need = en.r.TTL // nobody will renew it: give it its whole TTL
 	}
 	if en.lease.expires().Sub(start) < need {
+		// A lease gone takes the entry with it: nothing to undo.
 		if err := en.lease.ensure(ctx, need); errors.Is(err, errLeaseGone) {
 			return driver.Grant{}, errRequeue
 		} else if err != nil {
-			return driver.Grant{}, en.d.fail(ctx, en.key, err)
+			return driver.Grant{}, en.d.fail(ctx, en.r.Key, err)
 		}
 	}
-	return en.grant(fence, start), nil
-}
-
-func (en *entry) grant(fence int64, start time.Time) driver.Grant {
 	return driver.Grant{
 		Hold: &hold{entry: en, fence: fence}, Fence: uint64(fence),
-		Start: start, Validity: min(en.ttl, en.lease.expires().Sub(start)),
-	}
+		Start: start, Validity: min(en.r.TTL, en.lease.expires().Sub(start)),
+	}, nil
 }
 
 // reenter adds the call's hold to the entry kv of the same owner, keeping
 // its fence. The write is guarded by the entry's mod revision.
 func (d *etcdDriver) reenter(ctx context.Context, r *driver.Request, kv *mvccpb.KeyValue, rec record) (driver.Grant, error) {
 	start := time.Now()
-	// The entry stays on its own etcd lease, possibly another Locker's.
-	el := d.sharedByID(clientv3.LeaseID(kv.Lease))
-	if el == nil {
-		el = &etcdLease{d: d, id: clientv3.LeaseID(kv.Lease)}
-	}
-	en := &entry{d: d, key: r.Key, name: string(kv.Key), owner: r.Owner, id: r.ID, ttl: r.TTL, keep: r.KeepAlive, lease: el}
+	// The entry stays on its etcd lease, possibly another Locker's: this
+	// hold keeps it alive too.
+	el := &etcdLease{d: d, id: clientv3.LeaseID(kv.Lease), turn: make(chan struct{}, 1)}
+	en := &entry{d: d, r: r, name: string(kv.Key), lease: el}
 	r.State = en
-	if err := d.addHold(ctx, r.Key, en.name, kv.ModRevision, rec, en.id); err != nil {
+	if err := d.addHold(ctx, r.Key, en.name, kv.ModRevision, rec, r.ID); err != nil {
 		return driver.Grant{}, err
 	}
-	if err := en.lease.ensure(ctx, en.ttl*2/3); err != nil {
-		if errors.Is(err, errLeaseGone) {
-			en.undo(context.WithoutCancel(ctx))
-			return driver.Grant{}, errRequeue
-		}
-		return driver.Grant{}, d.fail(ctx, r.Key, err)
-	}
-	return en.grant(kv.CreateRevision, start), nil
+	return en.take(ctx, kv.CreateRevision, start)
 }
 
 // discard drops a dedicated lease granted for an entry that was not created.
@@ -180,12 +156,15 @@ func (en *entry) discard(ctx context.Context) {
 	}
 }
 
-// undo drops en's hold, which a failed call may or may not have added.
-// If that fails too, the background sweep retries it: the entry sits on an
-// etcd lease that other locks keep alive.
+// undo drops en's hold, which a failed call may or may not have added,
+// or leaves it to the sweep.
 func (en *entry) undo(ctx context.Context) {
-	err := en.d.dropHold(ctx, en.key, en.name, en.owner, en.id, 0)
-	if err != nil && !errors.Is(err, locker.ErrNotHeld) {
+	if err := en.drop(ctx); err != nil && !errors.Is(err, locker.ErrNotHeld) {
 		en.d.orphan(en)
 	}
+}
+
+// drop removes en's hold from its entry, whatever the entry's fence.
+func (en *entry) drop(ctx context.Context) error {
+	return en.d.dropHold(ctx, en.r.Key, en.name, en.r.Owner, en.r.ID, 0)
 }

@@ -31,28 +31,23 @@ func (d *etcdDriver) List(ctx context.Context, prefix string) ([]driver.LockInfo
 func (d *etcdDriver) list(ctx context.Context, key, from string) ([]driver.LockInfo, error) {
 	rctx, cancel := d.rpc(ctx)
 	defer cancel()
-	resp, err := d.client.Get(rctx, from, clientv3.WithPrefix())
+	resp, err := d.client.Get(rctx, from, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
 		return nil, d.fail(ctx, key, err)
 	}
-	holders := map[string]*mvccpb.KeyValue{}
-	entries := map[string]int{}
-	for _, kv := range resp.Kvs {
-		key, ok := splitEntry(d.prefix, string(kv.Key))
-		if !ok {
-			continue
-		}
-		entries[key]++
-		if h := holders[key]; h == nil || kv.CreateRevision < h.CreateRevision {
-			holders[key] = kv
-		}
-	}
+	var list []driver.LockInfo
+	at := map[string]int{} // a key's index in list
 	expiries := map[int64]time.Time{}
-	list := make([]driver.LockInfo, 0, len(holders))
-	for key, kv := range holders {
-		info := d.info(rctx, key, kv, expiries)
-		info.Waiters = entries[key] - 1
-		list = append(list, info)
+	for _, kv := range resp.Kvs { // oldest first: a key's first entry holds it
+		key, ok := splitEntry(d.prefix, string(kv.Key))
+		switch i, seen := at[key]; {
+		case !ok:
+		case seen:
+			list[i].Waiters++
+		default:
+			at[key] = len(list)
+			list = append(list, d.info(rctx, key, kv, expiries))
+		}
 	}
 	return list, nil
 }
@@ -80,24 +75,17 @@ func (d *etcdDriver) info(ctx context.Context, key string, kv *mvccpb.KeyValue, 
 // finds the entry gone and reports ErrLeaseLost, and the next waiter's
 // watch fires at once.
 func (d *etcdDriver) ForceUnlock(ctx context.Context, key string) error {
-	q := d.queue(key)
+	first := clientv3.OpGet(d.queue(key), append(clientv3.WithFirstCreate(), clientv3.WithPrefix(), clientv3.WithKeysOnly())...)
 	for {
-		rctx, cancel := d.rpc(ctx)
-		resp, err := d.client.Get(rctx, q, append(clientv3.WithFirstCreate(), clientv3.WithPrefix(), clientv3.WithKeysOnly())...)
-		if err != nil || len(resp.Kvs) == 0 {
-			cancel()
-			return cmp.Or(d.fail(ctx, key, err), locker.ErrNotHeld)
+		resp, err := d.txn(ctx, key, nil, []clientv3.Op{first})
+		if err != nil || len(kvs(resp, 0)) == 0 {
+			return cmp.Or(err, locker.ErrNotHeld)
 		}
-		name := string(resp.Kvs[0].Key)
-		del, err := d.client.Txn(rctx).
-			If(clientv3.Compare(clientv3.CreateRevision(name), "=", resp.Kvs[0].CreateRevision)).
-			Then(clientv3.OpDelete(name)).Commit()
-		cancel()
-		if err != nil {
-			return d.fail(ctx, key, err)
+		// Entry names are random, never reused: deleting by name is safe.
+		del, err := d.txn(ctx, key, nil, []clientv3.Op{clientv3.OpDelete(string(kvs(resp, 0)[0].Key))})
+		if err != nil || del.Responses[0].GetResponseDeleteRange().Deleted > 0 {
+			return err
 		}
-		if del.Succeeded {
-			return nil
-		}
+		// It went meanwhile: force the next holder's.
 	}
 }

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/locker-go/locker"
 )
@@ -28,9 +26,9 @@ const DefaultRequestTimeout = 5 * time.Second
 type Option func(*config)
 
 type config struct {
-	prefix      string
-	timeout     time.Duration
-	closeClient bool
+	prefix  string
+	timeout time.Duration
+	owned   bool // Close closes the client
 }
 
 // WithPrefix sets the etcd key namespace every entry lives under (default
@@ -42,25 +40,24 @@ func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
 // WithCloseClient makes Close also close the client given to New.
-func WithCloseClient() Option { return func(c *config) { c.closeClient = true } }
+func WithCloseClient() Option { return func(c *config) { c.owned = true } }
 
 // etcdDriver is the driver.Driver (and driver.Admin) over one etcd client.
 // It queues waiters itself, so it needs no driver.Notifier.
 type etcdDriver struct {
-	client  *clientv3.Client
-	prefix  string
-	timeout time.Duration
-	owned   bool
-	flight  singleflight.Group
-	// ctx ends when Close begins: it stops the background sweep's waits.
+	config
+	client   *clientv3.Client
+	granting chan struct{}                // held to use shared
+	shared   map[time.Duration]*etcdLease // per TTL in whole seconds
+	// ctx ends when Close begins: it stops the background sweep.
 	ctx  context.Context
 	stop context.CancelFunc
 
-	mu       sync.Mutex
-	shared   map[int64]*etcdLease // per TTL in whole seconds
-	orphans  map[*entry]struct{}  // holds whose removal failed, for the sweep
-	sweeper  sync.WaitGroup
-	sweeping bool // the background sweep runs
+	mu      sync.Mutex
+	orphans map[*entry]struct{} // holds whose removal failed, for the sweep
+	kick    chan struct{}       // an orphan was added
+	sweeper sync.WaitGroup
+	started sync.Once // the sweep
 }
 
 // New returns a Locker over an existing client. Close leaves the client
@@ -92,8 +89,9 @@ func newDriver(client *clientv3.Client, opts ...Option) (*etcdDriver, error) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	return &etcdDriver{
-		client: client, prefix: c.prefix, timeout: c.timeout, owned: c.closeClient,
-		ctx: ctx, stop: stop, shared: map[int64]*etcdLease{}, orphans: map[*entry]struct{}{},
+		config: c, client: client,
+		granting: make(chan struct{}, 1), ctx: ctx, stop: stop, kick: make(chan struct{}, 1),
+		shared: map[time.Duration]*etcdLease{}, orphans: map[*entry]struct{}{},
 	}, nil
 }
 
@@ -105,35 +103,41 @@ func (d *etcdDriver) rpc(ctx context.Context) (context.Context, context.CancelFu
 	return context.WithTimeout(ctx, d.timeout)
 }
 
-// fail maps an etcd call's error: once ctx has ended, an error matching
-// ctx.Err() (Refresh and Release reach the user unmapped); anything but
-// ErrNotHeld as ErrUnavailable.
+// txn runs one etcd txn, bounded by the request timeout; errors as fail.
+func (d *etcdDriver) txn(ctx context.Context, key string, cmp []clientv3.Cmp, then []clientv3.Op, els ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	rctx, cancel := d.rpc(ctx)
+	defer cancel()
+	resp, err := d.client.Txn(rctx).If(cmp...).Then(then...).Else(els...).Commit()
+	return resp, d.fail(ctx, key, err)
+}
+
+// kvs are the keys a txn's i-th operation, a Get, read.
+func kvs(resp *clientv3.TxnResponse, i int) []*mvccpb.KeyValue {
+	return resp.Responses[i].GetResponseRange().Kvs
+}
+
+// fail maps a failed etcd call's error: once ctx has ended, to one
+// matching ctx.Err() (Refresh and Release reach the user unmapped), else
+// to ErrUnavailable, wrapping the cause.
 func (d *etcdDriver) fail(ctx context.Context, key string, err error) error {
 	switch {
-	case err == nil, errors.Is(err, locker.ErrNotHeld):
-		return err
-	case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
-		return fmt.Errorf("locker/etcd: %q: %w", key, ctx.Err())
+	case err == nil:
+		return nil
 	case ctx.Err() != nil:
-		return err
+		return fmt.Errorf("locker/etcd: %q: %w", key, ctx.Err())
 	}
 	return locker.Unavailable(fmt.Errorf("locker/etcd: %q: %w", key, err))
 }
 
 // Close stops the background sweep after one last pass, revokes the shared
 // etcd leases (dropping any entry left on them) and, if it owns the
-// client, closes it. The portable Locker has released every hold by then.
+// client, closes it. The portable Locker has released every hold, and
+// ended every call, by then.
 func (d *etcdDriver) Close(ctx context.Context) error {
-	d.mu.Lock()
-	d.stop() // under mu: no sweep starts after this
-	d.mu.Unlock()
+	d.stop()
 	d.sweeper.Wait()
 	d.sweep(ctx) // orphans on another Locker's entry outlive our leases
-	d.mu.Lock()
-	shared := slices.Collect(maps.Values(d.shared))
-	clear(d.shared)
-	d.mu.Unlock()
-	for _, e := range shared {
+	for _, e := range d.shared {
 		e.revoke(ctx)
 	}
 	if d.owned {

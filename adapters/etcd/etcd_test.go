@@ -89,6 +89,7 @@ func harness(t testing.TB, proxied bool) conformance.Harness {
 		},
 		Crash: crasher.Crash,
 		Hang:  crasher.Blackhole,
+		Slow:  crasher.Delay,
 		Count: func(ctx context.Context, prefix string) (int, error) {
 			resp, err := direct.Get(ctx, b.prefix+escape(prefix), clientv3.WithPrefix(), clientv3.WithCountOnly())
 			if err != nil {

@@ -3,65 +3,64 @@ package etcd
 import (
 	"context"
 	"errors"
-	"sync/atomic"
+	"maps"
+	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/driver"
+	"github.com/locker-go/locker/internal/backoff"
 )
 
 // hold is one granted hold (driver.Hold, driver.Expirer): its entry, with
-// the create revision fence as the proof of ownership, and the call's id
-// in the entry's hold set.
+// the create revision fence as the proof of ownership. The portable lease
+// makes its calls one at a time.
 type hold struct {
 	*entry
 	fence int64
-
 	// unsure: a Release failed after its write may have applied, so a hold
 	// found gone on the next try is taken as released by that write.
-	unsure atomic.Bool
+	unsure bool
 }
 
 var _ driver.Expirer = (*hold)(nil)
 
-// Refresh keeps the etcd lease alive (one keep-alive, shared by the
-// concurrent refreshes of locks on the same lease) and checks that the
-// entry is still ours: ForceUnlock deletes the entry, not the (shared) etcd
-// lease, so this check is how the holder learns of it, within TTL/3.
+// Refresh keeps the etcd lease alive (one keep-alive serves the locks on
+// it) and checks that the entry is still ours: that is how a holder learns
+// of a ForceUnlock, which deletes the entry, not the shared lease.
 func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
-	if err := h.lease.ensure(ctx, h.ttl); errors.Is(err, errLeaseGone) {
+	if err := h.lease.ensure(ctx, h.r.TTL); errors.Is(err, errLeaseGone) {
 		return 0, locker.ErrNotHeld
 	} else if err != nil {
-		return 0, h.d.fail(ctx, h.key, err)
+		return 0, h.d.fail(ctx, h.r.Key, err)
 	}
-	rctx, cancel := h.d.rpc(ctx)
-	resp, err := h.d.client.Get(rctx, h.name)
-	cancel()
+	resp, err := h.d.txn(ctx, h.r.Key, nil, []clientv3.Op{clientv3.OpGet(h.name)})
 	if err != nil {
-		return 0, h.d.fail(ctx, h.key, err)
+		return 0, err
 	}
-	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.fence || resp.Kvs[0].Lease != int64(h.lease.id) {
+	kv := kvs(resp, 0)
+	if len(kv) == 0 || kv[0].CreateRevision != h.fence || kv[0].Lease != int64(h.lease.id) {
 		return 0, locker.ErrNotHeld
 	}
-	if rec, err := decodeRecord(resp.Kvs[0].Value); err != nil || !rec.has(h.id) {
+	if rec, err := decodeRecord(kv[0].Value); err != nil || !rec.has(h.r.ID) {
 		return 0, locker.ErrNotHeld
 	}
-	return min(h.ttl, h.lease.expires().Sub(start)), nil
+	return min(h.r.TTL, h.lease.expires().Sub(start)), nil
 }
 
 // Release drops this hold; the entry goes with its last hold. It can be
 // repeated after a failure (a retried Unlock): the drop applies once, and
 // a hold found gone after a failed try counts as released.
 func (h *hold) Release(ctx context.Context) error {
-	err := h.d.dropHold(ctx, h.key, h.name, h.owner, h.id, h.fence)
+	err := h.d.dropHold(ctx, h.r.Key, h.name, h.r.Owner, h.r.ID, h.fence)
 	switch {
-	case errors.Is(err, locker.ErrNotHeld) && h.unsure.Load():
+	case errors.Is(err, locker.ErrNotHeld) && h.unsure:
 		err = nil // the earlier try's write did apply
 	case err != nil && !errors.Is(err, locker.ErrNotHeld):
-		h.unsure.Store(true)
+		h.unsure = true
 		return err
 	}
 	if err == nil && h.lease.dedicated {
@@ -71,9 +70,8 @@ func (h *hold) Release(ctx context.Context) error {
 }
 
 // Expire frees the key as soon as the lease ends unrenewed, rather than
-// when etcd's lease (whole seconds, at least its minimum TTL) runs out. A
-// hold it cannot drop now is left to the background sweep, as nobody else
-// will: on another Locker's entry (re-entry), it would outlive this lease.
+// when etcd's lease (whole seconds, at least its minimum TTL) runs out; a
+// hold it cannot drop is left to the sweep.
 func (h *hold) Expire(ctx context.Context) {
 	err := h.Release(ctx)
 	if err != nil && !errors.Is(err, locker.ErrNotHeld) {
@@ -91,64 +89,110 @@ func (d *etcdDriver) addHold(ctx context.Context, key, name string, rev int64, r
 	if rec.has(hold) {
 		return nil
 	}
-	rctx, cancel := d.rpc(ctx)
-	defer cancel()
-	resp, err := d.client.Txn(rctx).
-		If(clientv3.Compare(clientv3.ModRevision(name), "=", rev)).
-		Then(clientv3.OpPut(name, rec.with(hold).encode(), clientv3.WithIgnoreLease())).Commit()
-	if err != nil {
-		return d.fail(ctx, key, err)
-	}
-	if !resp.Succeeded {
+	rec.Holds = append(slices.Clip(rec.Holds), hold) // the caller's rec stays as it was
+	ok, err := d.rewrite(ctx, key, name, rev, rec)
+	if err == nil && !ok {
 		return errRequeue
 	}
-	return nil
+	return err
 }
 
 // dropHold removes hold from the entry name of owner (with create revision
-// fence, if fence > 0), deleting the entry with its last hold. It is
-// idempotent: it returns ErrNotHeld, changing nothing, if the hold or the
-// entry is gone. The common case, a single hold, is one txn: delete if the
-// value is exactly ours, else read it; an extra hold then comes off in a
-// txn guarded by the mod revision read.
+// fence, if fence > 0), deleting the entry with its last hold; ErrNotHeld,
+// changing nothing, if the hold or the entry is gone. A single hold takes
+// one txn: delete if the value is exactly ours, else read it, and rewrite.
 func (d *etcdDriver) dropHold(ctx context.Context, key, name, owner, hold string, fence int64) error {
 	cmp := []clientv3.Cmp{clientv3.Compare(clientv3.Value(name), "=", record{Owner: owner, Holds: []string{hold}}.encode())}
 	if fence > 0 {
 		cmp = append(cmp, clientv3.Compare(clientv3.CreateRevision(name), "=", fence))
 	}
 	for {
-		rctx, cancel := d.rpc(ctx)
-		resp, err := d.client.Txn(rctx).If(cmp...).Then(clientv3.OpDelete(name)).Else(clientv3.OpGet(name)).Commit()
-		cancel()
-		if err != nil {
-			return d.fail(ctx, key, err)
+		resp, err := d.txn(ctx, key, cmp, []clientv3.Op{clientv3.OpDelete(name)}, clientv3.OpGet(name))
+		if err != nil || resp.Succeeded {
+			return err
 		}
-		if resp.Succeeded {
-			return nil
-		}
-		kvs := resp.Responses[0].GetResponseRange().Kvs
-		if len(kvs) == 0 || (fence > 0 && kvs[0].CreateRevision != fence) {
+		kv := kvs(resp, 0)
+		if len(kv) == 0 || (fence > 0 && kv[0].CreateRevision != fence) {
 			return locker.ErrNotHeld
 		}
-		rec, err := decodeRecord(kvs[0].Value)
+		rec, err := decodeRecord(kv[0].Value)
 		if err != nil || rec.Owner != owner || !rec.has(hold) {
 			return locker.ErrNotHeld
 		}
-		rec = rec.without(hold)
-		op := clientv3.OpDelete(name)
-		if len(rec.Holds) > 0 {
-			op = clientv3.OpPut(name, rec.encode(), clientv3.WithIgnoreLease())
-		}
-		rctx, cancel = d.rpc(ctx)
-		resp, err = d.client.Txn(rctx).
-			If(clientv3.Compare(clientv3.ModRevision(name), "=", kvs[0].ModRevision)).
-			Then(op).Commit()
-		cancel()
-		if err != nil {
-			return d.fail(ctx, key, err)
-		}
-		if resp.Succeeded {
-			return nil
+		rec.Holds = slices.DeleteFunc(rec.Holds, func(h string) bool { return h == hold })
+		if ok, err := d.rewrite(ctx, key, name, kv[0].ModRevision, rec); ok || err != nil {
+			return err
 		}
 	}
+}
+
+// rewrite sets the record of the entry name to rec, deleting the entry if
+// rec has no hold, if the entry's mod revision is still rev; it reports
+// whether it did.
+func (d *etcdDriver) rewrite(ctx context.Context, key, name string, rev int64, rec record) (bool, error) {
+	op := clientv3.OpDelete(name)
+	if len(rec.Holds) > 0 {
+		op = clientv3.OpPut(name, rec.encode(), clientv3.WithIgnoreLease())
+	}
+	resp, err := d.txn(ctx, key, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(name), "=", rev)}, []clientv3.Op{op})
+	return err == nil && resp.Succeeded, err
+}
+
+// An orphan is a hold whose removal failed (a cancelled Lock, an expired
+// lease, with the server out of reach). Its entry may sit on an etcd lease
+// that other locks keep alive, blocking the key until the Locker closes,
+// so a background sweep drops it as soon as the server answers.
+
+// Backoff of the sweep between passes that left orphans.
+const (
+	sweepFirst = 50 * time.Millisecond
+	sweepMax   = 5 * time.Second
+)
+
+// orphan records a hold to drop and wakes the background sweep, started
+// on the first orphan. The portable Locker makes no call once Close began.
+func (d *etcdDriver) orphan(en *entry) {
+	d.mu.Lock()
+	d.orphans[en] = struct{}{}
+	d.mu.Unlock()
+	d.started.Do(func() { d.sweeper.Go(d.sweepLoop) })
+	select {
+	case d.kick <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+}
+
+// sweepLoop retries the orphans with backoff until none is left, each time
+// one is added, until the driver closes.
+func (d *etcdDriver) sweepLoop() {
+	p := backoff.Policy{Min: 2 * sweepFirst, Max: sweepMax}
+	for {
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-d.kick:
+		}
+		// Its caller has just failed: give it a moment.
+		if backoff.Sleep(d.ctx, sweepFirst) {
+			backoff.Retry(d.ctx, p, d.sweep)
+		}
+	}
+}
+
+// sweep makes one pass over the orphans, stopping at the first failure
+// (the server is likely out of reach). A hold found gone is done with. It
+// reports whether none is left.
+func (d *etcdDriver) sweep(ctx context.Context) bool {
+	d.mu.Lock()
+	todo := slices.Collect(maps.Keys(d.orphans))
+	d.mu.Unlock()
+	for _, o := range todo {
+		if err := o.drop(ctx); err != nil && !errors.Is(err, locker.ErrNotHeld) {
+			return false
+		}
+		d.mu.Lock()
+		delete(d.orphans, o)
+		d.mu.Unlock()
+	}
+	return true
 }

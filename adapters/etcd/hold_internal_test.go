@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
 	"github.com/locker-go/locker/internal/testenv"
 )
 
@@ -115,8 +116,8 @@ func TestHoldOpsIdempotent(t *testing.T) {
 	if err := b.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	retry := &hold{entry: &entry{d: d, key: key, name: name, owner: owner, id: rec.Holds[1], ttl: locker.DefaultTTL, lease: &etcdLease{d: d}}, fence: int64(b.Fence())}
-	retry.unsure.Store(true) // as the failed first try left it
+	retry := &hold{entry: &entry{d: d, r: &driver.Request{Key: key, Owner: owner, ID: rec.Holds[1], TTL: locker.DefaultTTL}, name: name, lease: &etcdLease{d: d}}, fence: int64(b.Fence())}
+	retry.unsure = true // as the failed first try left it
 	if err := retry.Release(ctx); err != nil {
 		t.Errorf("retried Release after a lost reply = %v, want nil", err)
 	}
@@ -127,7 +128,7 @@ func TestHoldOpsIdempotent(t *testing.T) {
 		t.Errorf("a.Refresh after b's retried Unlock = %v; a's hold was dropped", err)
 	}
 	// Without an earlier failed try, a missing hold is reported.
-	fresh := &hold{entry: &entry{d: d, key: key, name: name, owner: owner, id: rec.Holds[1], lease: &etcdLease{d: d}}, fence: int64(b.Fence())}
+	fresh := &hold{entry: &entry{d: d, r: &driver.Request{Key: key, Owner: owner, ID: rec.Holds[1]}, name: name, lease: &etcdLease{d: d}}, fence: int64(b.Fence())}
 	if err := fresh.Release(ctx); !errors.Is(err, locker.ErrNotHeld) {
 		t.Errorf("Release of a hold never dropped by us = %v, want ErrNotHeld", err)
 	}

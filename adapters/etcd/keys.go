@@ -7,22 +7,19 @@ import (
 	"strings"
 )
 
-// escape maps a user key to a path segment without '/': '%' and '/' are
-// percent-encoded. The mapping is a prefix code applied character by
-// character, so escape(a+b) == escape(a)+escape(b), and a range over
-// prefix+escape(p) holds exactly the entries of keys beginning with p, while
-// prefix+escape(k)+"/" holds exactly k's queue ("a" never sees "a/b" or "ab").
+// escape maps a user key to a path segment without '/' ('%' and '/' are
+// percent-encoded) character by character, so a range over prefix+escape(p)
+// holds exactly the entries of keys beginning with p, and
+// prefix+escape(k)+"/" exactly k's queue (not "k/b"'s or "kb"'s).
 var (
 	escape   = strings.NewReplacer("%", "%25", "/", "%2F").Replace
 	unescape = strings.NewReplacer("%25", "%", "%2F", "/").Replace
 )
 
-// record is the value of a queue entry: its owner and the ids of the
-// leases holding it (more than one with re-entry under WithOwner). Holds
-// are a set rather than a count so that adding or dropping one is
-// idempotent: a write whose reply was lost can be repeated, or undone,
-// without adding or dropping anyone else's hold. It is encoded
-// deterministically, so a txn can compare the whole value.
+// record is the value of a queue entry: its owner and the ids of its
+// holds, a set so that a write whose reply was lost can be repeated or
+// undone without touching anyone else's hold. Its encoding is
+// deterministic, so a txn can compare the whole value.
 type record struct {
 	Owner string   `json:"owner"`
 	Holds []string `json:"holds"`
@@ -34,20 +31,6 @@ func (r record) encode() string {
 }
 
 func (r record) has(hold string) bool { return slices.Contains(r.Holds, hold) }
-
-// with returns r plus hold (r itself if hold is there already).
-func (r record) with(hold string) record {
-	if !r.has(hold) {
-		r.Holds = append(slices.Clip(r.Holds), hold)
-	}
-	return r
-}
-
-// without returns r less hold.
-func (r record) without(hold string) record {
-	r.Holds = slices.DeleteFunc(slices.Clone(r.Holds), func(h string) bool { return h == hold })
-	return r
-}
 
 func decodeRecord(v []byte) (record, error) {
 	var r record

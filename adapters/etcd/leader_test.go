@@ -39,3 +39,12 @@ func TestLeaderKilledUnderContention(t *testing.T) {
 	cluster := testenv.StartEtcdCluster(t)
 	testenv.KillUnderContention(t, cluster.URL("/locker"), func() { cluster.Kill(leaderOf(t, cluster.Endpoints)) })
 }
+
+// Every member of the cluster killed at once under contention and started
+// again with its data: no two holders at once, no fence going back (the
+// history says so), and waiters go on once the cluster is back.
+func TestClusterKilledAndRestartedUnderContention(t *testing.T) {
+	testenv.URL(t, "LOCKER_TEST_ETCD") // -short skips; the cluster is our own
+	cluster := testenv.StartEtcdCluster(t)
+	testenv.KillUnderContention(t, cluster.URL("/locker"), cluster.Restart)
+}

@@ -39,7 +39,8 @@ const DefaultPort = "2379"
 //	cert=FILE, key=FILE  client certificate and key (both or neither)
 //	timeout=5s     per-call timeout (also the dial timeout)
 //
-// The returned Locker owns its client and closes it in Close.
+// The returned Locker owns its client and closes it in Close. The cluster
+// is contacted once, so that an unreachable one is reported at once.
 func Open(ctx context.Context, u *url.URL) (locker.Locker, error) {
 	cfg, opts, err := parseURL(u)
 	if err != nil {
@@ -50,53 +51,38 @@ func Open(ctx context.Context, u *url.URL) (locker.Locker, error) {
 		return nil, locker.Unavailable(fmt.Errorf("locker/etcd: connect to %s: %w", urlx.Redact(u), err))
 	}
 	d, err := newDriver(client, append(opts, WithCloseClient())...)
+	if err == nil { // the client connects lazily: make one linearizable read
+		_, err = d.txn(ctx, urlx.Redact(u), nil, []clientv3.Op{clientv3.OpGet(d.prefix)})
+	}
 	if err != nil {
 		client.Close()
 		return nil, err
-	}
-	// The client connects lazily: make one linearizable read to know the
-	// cluster answers.
-	rctx, cancel := d.rpc(ctx)
-	defer cancel()
-	if _, err := client.Get(rctx, d.prefix); err != nil {
-		client.Close()
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("locker/etcd: connect to %s: %w", urlx.Redact(u), ctx.Err())
-		}
-		return nil, locker.Unavailable(fmt.Errorf("locker/etcd: connect to %s: %w", urlx.Redact(u), err))
 	}
 	return locker.New(d), nil
 }
 
 // parseURL turns an etcd URL into a client config and Locker options. Its
 // errors wrap locker.ErrInvalidURL and never show the password.
-func parseURL(u *url.URL) (clientv3.Config, []Option, error) {
-	bad := func(format string, args ...any) error {
-		return urlx.Invalid(u, format, args...)
-	}
-	cfg := clientv3.Config{Logger: zap.NewNop()} // the client's own logging is noise to a library user
+func parseURL(u *url.URL) (cfg clientv3.Config, opts []Option, err error) {
+	cfg.Logger = zap.NewNop() // the client's own logging is noise to a library user
 	scheme := strings.ToLower(u.Scheme)
 	if scheme != "etcd" && scheme != "etcds" {
-		return cfg, nil, bad("scheme %q is not etcd or etcds", u.Scheme)
+		return cfg, nil, urlx.Invalid(u, "scheme %q is not etcd or etcds", u.Scheme)
 	}
-	if u.Opaque != "" || u.Host == "" {
-		return cfg, nil, bad("no host: want etcd://host:port[,host:port]/prefix")
-	}
-	var err error
-	if cfg.Endpoints, err = urlx.Hosts(u.Host, DefaultPort); err != nil {
-		return cfg, nil, bad("%v", err)
+	if cfg.Endpoints, err = urlx.Hosts(u.Host, DefaultPort); err != nil { // also an opaque URL's
+		return cfg, nil, urlx.Invalid(u, "%v", err)
 	}
 	if u.User != nil {
 		cfg.Username = u.User.Username()
 		cfg.Password, _ = u.User.Password()
 		if cfg.Username == "" {
-			return cfg, nil, bad("a password needs a user name")
+			return cfg, nil, urlx.Invalid(u, "a password needs a user name")
 		}
 	}
 	if cfg.TLS, cfg.DialTimeout, err = params(u.Query(), scheme == "etcds"); err != nil {
-		return cfg, nil, bad("%v", err)
+		return cfg, nil, urlx.Invalid(u, "%v", err)
 	}
-	opts := []Option{WithRequestTimeout(cfg.DialTimeout)}
+	opts = []Option{WithRequestTimeout(cfg.DialTimeout)}
 	if p := u.Path; p != "" && p != "/" {
 		opts = append(opts, WithPrefix(p))
 	}
@@ -107,25 +93,20 @@ func parseURL(u *url.URL) (clientv3.Config, []Option, error) {
 // without TLS) and the request timeout they ask for.
 func params(q url.Values, etcds bool) (*tls.Config, time.Duration, error) {
 	timeout, useTLS := DefaultRequestTimeout, etcds
+	var err error
 	for name, vals := range q {
-		if len(vals) != 1 {
+		switch v := vals[0]; {
+		case len(vals) != 1:
 			return nil, 0, fmt.Errorf("parameter %q given %d times", name, len(vals))
-		}
-		switch v := vals[0]; name {
-		case "tls":
-			b, err := strconv.ParseBool(v)
-			if err != nil || (etcds && !b) {
+		case name == "tls":
+			if useTLS, err = strconv.ParseBool(v); err != nil || etcds && !useTLS {
 				return nil, 0, fmt.Errorf("tls=%q: want true or false (etcds is always TLS)", v)
 			}
-			useTLS = b
-		case "timeout":
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
+		case name == "timeout":
+			if timeout, err = time.ParseDuration(v); err != nil || timeout <= 0 {
 				return nil, 0, fmt.Errorf("timeout=%q: want a positive duration such as 5s", v)
 			}
-			timeout = d
-		case "ca", "cert", "key":
-		default:
+		case name != "ca" && name != "cert" && name != "key":
 			return nil, 0, fmt.Errorf("unknown parameter %q (known: tls, ca, cert, key, timeout)", name)
 		}
 	}
@@ -133,13 +114,13 @@ func params(q url.Values, etcds bool) (*tls.Config, time.Duration, error) {
 	switch {
 	case (cert == "") != (key == ""):
 		return nil, 0, errors.New("cert and key go together")
-	case !useTLS && (ca != "" || cert != ""):
+	case useTLS:
+		tc, err := tlsConfig(ca, cert, key)
+		return tc, timeout, err
+	case ca != "" || cert != "":
 		return nil, 0, errors.New("ca, cert and key need tls=true or etcds://")
-	case !useTLS:
-		return nil, timeout, nil
 	}
-	tc, err := tlsConfig(ca, cert, key)
-	return tc, timeout, err
+	return nil, timeout, nil
 }
 
 func tlsConfig(ca, cert, key string) (*tls.Config, error) {

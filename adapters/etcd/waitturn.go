@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,14 +18,12 @@ import (
 // its queue; pred is the entry before it as the creating txn read it.
 //
 // It watches pred alone, from the server's current revision: a watch from
-// a past revision goes through etcd's unsynced-watcher path (delivered
-// every 100 ms) as soon as any write lands in between, which under
-// contention is the common case; this is why concurrency.Mutex manages
-// about 81 handoffs/s. If the watch starts past the last read, one read
-// covers the gap. After pred goes, a read confirms that my entry, and so
-// my etcd lease, are still alive (etcd issue 11456) and finds whether an
-// earlier entry remains. Meanwhile it keeps the etcd lease alive, since a
-// wait can outlast it.
+// a past revision takes etcd's unsynced-watcher path (delivered every
+// 100 ms) once any write lands in between, which is why concurrency.Mutex
+// manages about 81 handoffs/s; one read covers the gap instead. After pred
+// goes, a read confirms that my entry, and so my etcd lease, are alive
+// (etcd issue 11456) and finds any earlier entry left. It keeps the etcd
+// lease alive meanwhile, since a wait can outlast it.
 func (en *entry) waitTurn(ctx context.Context, mine int64, pred *mvccpb.KeyValue) error {
 	readRev := mine
 	tick := time.NewTicker(max(en.lease.granted/3, 100*time.Millisecond))
@@ -80,7 +79,7 @@ func (en *entry) watch(ctx context.Context, mine int64, pred *mvccpb.KeyValue, r
 			return nil, 0, err
 		case next == nil:
 			return nil, 0, nil
-		case broken || !bytes.Equal(next.Key, pred.Key) || next.CreateRevision != pred.CreateRevision:
+		case broken || !bytes.Equal(next.Key, pred.Key): // names are never reused
 			return next, rev, nil
 		}
 		readRev = rev // same predecessor, and this watch covers everything after rev
@@ -90,41 +89,31 @@ func (en *entry) watch(ctx context.Context, mine int64, pred *mvccpb.KeyValue, r
 // check reads, in one revision, my entry and the last entry before it. It
 // returns errRequeue if my entry is gone or no longer on my etcd lease.
 //
-// With at > 0 (the revision of the watch event, which the member serving
-// the watch has applied) it reads at that revision without a quorum round:
-// if my entry is the lowest and alive there, it holds the key from then on,
-// as entries are only ever added after it and its etcd lease is known to
-// live (ensure). Should that member not be the one answering the read, or
-// the revision be compacted, it falls back to a linearizable read.
+// With at > 0 (a watch event's revision, which the member serving the
+// watch has applied) it reads there without a quorum round: if my entry is
+// the lowest and alive there, it holds the key from then on, as entries
+// are only added after it and its lease is known to live. Should another
+// member answer, or the revision be compacted, it reads linearizably.
 func (en *entry) check(ctx context.Context, mine, at int64) (*mvccpb.KeyValue, int64, error) {
-	q := en.d.queue(en.key)
 	var opts []clientv3.OpOption
 	if at > 0 {
 		opts = []clientv3.OpOption{clientv3.WithRev(at), clientv3.WithSerializable()}
 	}
-	rctx, cancel := en.d.rpc(ctx)
-	resp, err := en.d.client.Txn(rctx).Then(
-		clientv3.OpGet(en.name, opts...),
-		clientv3.OpGet(q, append(append(clientv3.WithLastCreate(), clientv3.WithPrefix(),
-			clientv3.WithMaxCreateRev(mine-1), clientv3.WithKeysOnly()), opts...)...),
-	).Commit()
-	cancel()
+	before := append(clientv3.WithLastCreate(), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(mine-1), clientv3.WithKeysOnly())
+	resp, err := en.d.txn(ctx, en.r.Key, nil, []clientv3.Op{
+		clientv3.OpGet(en.name, opts...), clientv3.OpGet(en.d.queue(en.r.Key), append(before, opts...)...),
+	})
 	if err != nil && at > 0 && ctx.Err() == nil {
 		return en.check(ctx, mine, 0)
 	}
 	if err != nil {
-		return nil, 0, en.d.fail(ctx, en.key, err)
+		return nil, 0, err
 	}
-	me := resp.Responses[0].GetResponseRange().Kvs
-	if len(me) == 0 || me[0].CreateRevision != mine || me[0].Lease != int64(en.lease.id) {
+	if me := kvs(resp, 0); len(me) == 0 || me[0].CreateRevision != mine || me[0].Lease != int64(en.lease.id) {
 		return nil, 0, errRequeue
 	}
-	if before := resp.Responses[1].GetResponseRange().Kvs; len(before) > 0 {
-		rev := resp.Header.Revision
-		if at > 0 {
-			rev = at // what the read saw
-		}
-		return before[0], rev, nil
+	if before := kvs(resp, 1); len(before) > 0 {
+		return before[0], cmp.Or(at, resp.Header.Revision), nil // the revision the read saw
 	}
 	return nil, 0, nil
 }

@@ -22,7 +22,7 @@ func testDriver(t *testing.T) *redisDriver {
 		t.Fatal(err)
 	}
 	client := goredis.NewClient(opt)
-	d := &redisDriver{client: client, cfg: config{prefix: "locker-abandon-test:"}}
+	d := &redisDriver{client: client, prefix: "locker-abandon-test:"}
 	d.sub = newSubscriber(client, d.wakePrefix())
 	t.Cleanup(func() { d.Close(context.Background()); client.Close() })
 	return d

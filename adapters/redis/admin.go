@@ -29,9 +29,16 @@ func (d *redisDriver) Status(ctx context.Context, key string) (locker.LockInfo, 
 	if errors.Is(err, goredis.Nil) {
 		return locker.LockInfo{}, fmt.Errorf("%w: %q is free", locker.ErrNotHeld, key)
 	}
-	info, err := parseInfo(key, v, pttl.Val())
-	info.Waiters = int(waiters.Val())
-	return info, err
+	parts := strings.SplitN(v, ":", 3) // fence:ids:owner
+	fence, err := strconv.ParseUint(parts[0], 10, 64)
+	if len(parts) != 3 || err != nil {
+		return locker.LockInfo{}, fmt.Errorf("locker/redis: malformed lock value at %q", key)
+	}
+	info := locker.LockInfo{Key: key, Owner: parts[2], Fence: fence, Holds: len(strings.Fields(parts[1])), Waiters: int(waiters.Val())}
+	if pttl.Val() > 0 {
+		info.Expires = time.Now().Add(pttl.Val())
+	}
+	return info, nil
 }
 
 // List returns the held locks whose keys begin with prefix.
@@ -82,21 +89,4 @@ func (d *redisDriver) ForceUnlock(ctx context.Context, key string) error {
 		return fmt.Errorf("%w: %q is free", locker.ErrNotHeld, key)
 	}
 	return nil
-}
-
-// parseInfo reads a lock value "fence:ids:owner".
-func parseInfo(key, v string, pttl time.Duration) (locker.LockInfo, error) {
-	parts := strings.SplitN(v, ":", 3)
-	if len(parts) != 3 {
-		return locker.LockInfo{}, fmt.Errorf("locker/redis: malformed lock value at %q", key)
-	}
-	fence, err := strconv.ParseUint(parts[0], 10, 64)
-	if err != nil {
-		return locker.LockInfo{}, fmt.Errorf("locker/redis: malformed lock value at %q: %w", key, err)
-	}
-	info := locker.LockInfo{Key: key, Owner: parts[2], Fence: fence, Holds: len(strings.Fields(parts[1]))}
-	if pttl > 0 {
-		info.Expires = time.Now().Add(pttl)
-	}
-	return info, nil
 }

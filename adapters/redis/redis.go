@@ -1,24 +1,19 @@
 // Package redis is the locker adapter for a single Redis (or a Redis
 // Cluster or Sentinel deployment through go-redis's UniversalClient).
 //
-// Acquire is one atomic script: SET NX PX on the lock key, with the fence
-// taken from a per-namespace INCR in the same script; re-entry by a stable
-// owner adds a hold id to the value. Release and refresh are scripts
-// that check the owner first, so nobody but the owner ever releases a lock.
-// Waiters queue in arrival order (a sorted set per key) and a free key goes
-// to the first live one, so Lock is fair (FIFO) and a releasing client
-// cannot barge ahead of those already waiting. The release script publishes
-// on the next waiter's own channel, so only that waiter wakes. Should a
-// message be lost, a waiter looks again when the holder's PTTL runs out,
-// or after a third of its own TTL, which is also how it keeps its place:
-// a crashed waiter's place lapses after its TTL, as a crashed holder's
-// lease does. TryLock never queues and fails while others wait.
+// Acquire, refresh and release are atomic scripts that check the owner
+// first, so nobody but the owner ever extends or releases a lock. Waiters
+// queue in arrival order and a free key goes to the first live one, so Lock
+// is fair (FIFO) and a releasing client cannot barge ahead; the release
+// wakes only that waiter. Should the message be lost, a waiter looks again
+// when the holder's PTTL runs out, or after a third of its own TTL, which
+// also keeps its place: a crashed waiter's place lapses after its TTL.
+// TryLock never queues and fails while others wait.
 //
-// The fence counter lives at prefix+"fence". A counter lost with the
-// server's data (a restart without persistence) starts again from the
-// server's clock in microseconds, so fences never go back. With a Cluster
-// client, choose
-// a prefix with a hash tag, e.g. "{locker}:", so that the lock keys and the
+// The fence is an INCR of prefix+"fence"; lost with the server's data (a
+// restart without persistence), the counter starts again from the server's
+// clock in microseconds, so fences never go back. With a Cluster client, choose a
+// prefix with a hash tag, e.g. "{locker}:", so that the lock keys and the
 // counter share a slot, as a Lua script requires.
 //
 // What it survives: a crashed holder (the key expires at its TTL). What it
@@ -29,41 +24,37 @@ package redis
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
-	"strings"
+	"net/url"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/driver"
+	"github.com/locker-go/locker/internal/urlx"
+	"github.com/locker-go/locker/internal/wait"
 )
 
 // DefaultPrefix namespaces the keys this adapter writes.
 const DefaultPrefix = "locker:"
 
 // Option configures New.
-type Option func(*config)
-
-type config struct {
-	prefix      string
-	closeClient bool
-}
+type Option func(*redisDriver)
 
 // WithPrefix sets the namespace of every Redis key and channel the adapter
 // uses (default "locker:"). Lockers with different prefixes never conflict.
-func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
+func WithPrefix(p string) Option { return func(d *redisDriver) { d.prefix = p } }
 
-// withCloseClient makes Close also close the client (for Open's clients).
-func withCloseClient() Option { return func(c *config) { c.closeClient = true } }
-
-// redisDriver is the driver.Driver (with Notifier and Admin) over one
-// go-redis client.
+// redisDriver is the driver.Driver (with Notifier and Admin) over a client.
 type redisDriver struct {
-	client goredis.UniversalClient
-	cfg    config
-	sub    *subscriber
+	client      goredis.UniversalClient
+	prefix      string
+	closeClient bool // Open made the client: Close closes it
+	sub         *subscriber
 }
 
 // New returns a Locker over client. The client stays the caller's: Close
@@ -72,46 +63,80 @@ func New(client goredis.UniversalClient, opts ...Option) (locker.Locker, error) 
 	if client == nil {
 		return nil, errors.New("locker/redis: nil client")
 	}
-	cfg := config{prefix: DefaultPrefix}
+	d := &redisDriver{client: client, prefix: DefaultPrefix}
 	for _, o := range opts {
-		o(&cfg)
+		o(d)
 	}
-	d := &redisDriver{client: client, cfg: cfg}
 	d.sub = newSubscriber(client, d.wakePrefix())
 	return locker.New(d), nil
 }
 
-func (d *redisDriver) lockKey(key string) string { return d.cfg.prefix + "lock:" + key }
+func init() {
+	locker.Register("redis", Open)
+	locker.Register("rediss", Open)
+}
+
+// Open returns a Locker for a URL of the form
+//
+//	redis://[user:password@]host:port[/db][?prefix=locker:&...]
+//	rediss://...   (TLS)
+//
+// prefix sets WithPrefix; every other query parameter is go-redis's (see
+// redis.ParseURL, e.g. dial_timeout, pool_size). Open pings the server, so
+// an unreachable one is reported at once, as ErrUnavailable.
+func Open(ctx context.Context, u *url.URL) (locker.Locker, error) {
+	switch hosts, err := urlx.Hosts(u.Host, "6379"); {
+	case err != nil:
+		return nil, urlx.Invalid(u, "%v", err)
+	case len(hosts) > 1:
+		return nil, urlx.Invalid(u, "%s names one server; several independent masters are redlock://", u.Scheme)
+	}
+	q := u.Query()
+	opts := []Option{func(d *redisDriver) { d.closeClient = true }}
+	if q.Has("prefix") {
+		opts = append(opts, WithPrefix(q.Get("prefix")))
+		q.Del("prefix")
+	}
+	bare := *u
+	bare.RawQuery = q.Encode()
+	o, err := goredis.ParseURL(bare.String())
+	if err != nil {
+		// go-redis errors may quote the URL; name only the redacted one.
+		return nil, fmt.Errorf("%w: %s: %v", locker.ErrInvalidURL, urlx.Redact(u), urlx.Scrub(err.Error(), u))
+	}
+	client := goredis.NewClient(o)
+	if err := client.Ping(ctx).Err(); err != nil {
+		client.Close()
+		return nil, locker.Unavailable(fmt.Errorf("locker/redis: %s: %v", o.Addr, urlx.Scrub(err.Error(), u)))
+	}
+	return New(client, opts...)
+}
+
+func (d *redisDriver) lockKey(key string) string { return d.prefix + "lock:" + key }
 
 // keys are the lock's keys in the order the scripts take them.
 func (d *redisDriver) keys(key string) []string {
-	return []string{d.lockKey(key), d.cfg.prefix + "queue:" + key, d.cfg.prefix + "qexp:" + key}
+	return []string{d.lockKey(key), d.prefix + "queue:" + key, d.prefix + "qexp:" + key}
 }
 
-// wakePrefix is what the scripts prepend to a waiter's client id to name
-// the channel its turn is announced on.
-func (d *redisDriver) wakePrefix() string { return d.cfg.prefix + "w:" }
-func (d *redisDriver) fenceKey() string   { return d.cfg.prefix + "fence" }
+// wakePrefix and a waiter's client id name the channel of its turn.
+func (d *redisDriver) wakePrefix() string { return d.prefix + "w:" }
 
-// Acquire runs the acquire script once. The call's token is the id of the
-// hold it takes (so Abandon can find it) and, once the call listens
-// (r.Queue), its place in the key's queue; TryLock never queues.
+// Acquire runs the acquire script once. The call's token is the id of its
+// hold and, once the call listens (r.Queue), its place in the queue.
 func (d *redisDriver) Acquire(ctx context.Context, r *driver.Request) (driver.Grant, error) {
 	ttl := max(r.TTL.Milliseconds(), 1)
-	k := d.keys(r.Key)
 	call, place := d.sub.token(r.ID), ""
 	if r.Queue {
 		place = call
 	}
-	res, err := acquireScript.Run(ctx, d.client, []string{k[0], d.fenceKey(), k[1], k[2]}, r.Owner, ttl, call, place).Int64Slice()
+	keys := append(d.keys(r.Key), d.prefix+"fence")
+	res, err := acquireScript.Run(ctx, d.client, keys, r.Owner, ttl, call, place).Int64Slice()
 	if err != nil {
 		return driver.Grant{}, backendErr(ctx, err)
 	}
 	if res[0] == 0 {
 		retry := time.Duration(res[1]) * time.Millisecond // 0: expiring now
-		if res[1] == -1 {                                 // a key without expiry: not ours; look again after our TTL
-			retry = r.TTL
-		}
 		if r.Queue {
 			retry = min(retry, r.TTL/3) // look again in time to keep our place
 		}
@@ -121,14 +146,12 @@ func (d *redisDriver) Acquire(ctx context.Context, r *driver.Request) (driver.Gr
 }
 
 // Abandon undoes what a failed call may have left: its place in the
-// queue, and a hold that the backend granted although the reply never
-// came back (ctx ended, connection lost).
+// queue, and a hold granted although the reply never came back.
 func (d *redisDriver) Abandon(ctx context.Context, r *driver.Request) {
 	_ = abandonScript.Run(ctx, d.client, d.keys(r.Key), d.sub.token(r.ID), d.wakePrefix()).Err()
 }
 
-// Subscribe listens for the call's turn: a release publishes the next
-// waiter's token on its Locker's channel.
+// Subscribe listens for the call's turn, announced on its Locker's channel.
 func (d *redisDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan struct{}, func(), error) {
 	return d.sub.hub.Subscribe(ctx, d.sub.token(r.ID))
 }
@@ -140,9 +163,99 @@ func (d *redisDriver) Listening() bool { return d.sub.live() }
 // Close closes the subscription (and the client, if Open made it).
 func (d *redisDriver) Close(context.Context) error {
 	err := d.sub.close()
-	if d.cfg.closeClient {
+	if d.closeClient {
 		err = errors.Join(err, d.client.Close())
 	}
+	return err
+}
+
+// subscriber is a Locker's one pub/sub connection, on its own channel
+// prefix+"w:"+id (see scripts.go), subscribed when the Locker first waits
+// and kept until Close: later waits cost no subscription round trips.
+type subscriber struct {
+	client  goredis.UniversalClient
+	id      string
+	channel string
+	hub     *wait.Hub // waiters by token
+
+	mu        sync.Mutex
+	ps        *goredis.PubSub
+	confirmed chan struct{} // closed on the first SUBSCRIBE confirmation
+	done      chan struct{} // closed when dispatch returns
+}
+
+func newSubscriber(client goredis.UniversalClient, prefix string) *subscriber {
+	id := rand.Text()
+	s := &subscriber{client: client, id: id, channel: prefix + id, confirmed: make(chan struct{})}
+	s.hub = wait.NewWakeOneHub(s) // any waiter may take a free key
+	return s
+}
+
+// token names a waiting call of this Locker in a key's queue.
+func (s *subscriber) token(call string) string { return s.id + "." + call }
+
+// live reports whether the channel is subscribed.
+func (s *subscriber) live() bool {
+	select {
+	case <-s.confirmed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Subscribe subscribes the Locker's channel once, and returns when Redis
+// has confirmed it.
+func (s *subscriber) Subscribe(ctx context.Context, _ string) error {
+	s.mu.Lock()
+	if s.ps == nil {
+		s.ps = s.client.Subscribe(context.WithoutCancel(ctx), s.channel)
+		s.done = make(chan struct{})
+		go s.dispatch(s.ps.ChannelWithSubscriptions(), s.done)
+	}
+	s.mu.Unlock()
+	select {
+	case <-s.confirmed:
+		return nil
+	case <-ctx.Done():
+		return backendErr(ctx, ctx.Err())
+	}
+}
+
+// Unsubscribe implements wait.Channel: the channel stays for later waits.
+func (s *subscriber) Unsubscribe(string) {}
+
+// dispatch wakes the waiter each message names. A confirmation after the
+// first is go-redis resubscribing after a reconnect, during which a
+// message may have been lost: every waiter looks again.
+func (s *subscriber) dispatch(msgs <-chan any, done chan struct{}) {
+	defer close(done)
+	for m := range msgs {
+		switch m := m.(type) {
+		case *goredis.Message:
+			s.hub.Notify(m.Payload)
+		case *goredis.Subscription:
+			if m.Kind != "subscribe" {
+				continue
+			}
+			if s.live() {
+				s.hub.NotifyAll()
+			} else {
+				close(s.confirmed)
+			}
+		}
+	}
+}
+
+func (s *subscriber) close() error {
+	s.mu.Lock()
+	ps, done := s.ps, s.done
+	s.mu.Unlock()
+	if ps == nil {
+		return nil
+	}
+	err := ps.Close()
+	<-done
 	return err
 }
 
@@ -182,9 +295,6 @@ func (h *hold) Release(ctx context.Context) error {
 func backendErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("locker/redis: %w", ctx.Err())
-	}
-	if strings.HasPrefix(err.Error(), "NOSCRIPT") || errors.Is(err, goredis.Nil) {
-		return fmt.Errorf("locker/redis: %w", err)
 	}
 	return locker.Unavailable(fmt.Errorf("locker/redis: %w", err))
 }

@@ -60,6 +60,7 @@ func harness(t testing.TB, proxied bool) conformance.Harness {
 		},
 		Crash: crasher.Crash,
 		Hang:  crasher.Blackhole,
+		Slow:  crasher.Delay,
 		// Count is held locks plus queued waiters.
 		Count: func(ctx context.Context, keyPrefix string) (int, error) {
 			locks, err := admin.Keys(ctx, rediskey.MatchPrefix(prefix+"lock:"+keyPrefix)).Result()

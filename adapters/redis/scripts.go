@@ -12,17 +12,11 @@ import (
 //	queue:<key>  sorted set of waiting Lock calls' tokens, by arrival
 //	qexp:<key>   hash token -> when that waiter's place lapses (ms, server clock)
 //
-// ids are the holds, one id per lease, space-separated: the id of the call
-// that took it. Adding an id that is there, or removing one that is not,
-// changes nothing, so a call that go-redis (or the caller) retries after a
-// lost reply is applied once, and a release can only ever drop its own
-// hold. A free lock goes to the first live waiter in the queue (FIFO); a
-// waiter refreshes its place each time it looks, so a crashed waiter's
-// place lapses like a crashed holder's lease. A waiter's token is
-// "client.call"; each client (Locker) listens on a channel of its own,
-// w:<client>, and the release publishes the next waiter's token there only,
-// so one client wakes per handoff. Redis drops a queue or hash when it
-// empties, so nothing is left once all waiters are gone.
+// ids are the holds, one per lease (the id of the call that took it),
+// space-separated. Adding an id that is there, or removing one that is not,
+// changes nothing, so a retried call applies once and a release drops only
+// its own hold. A waiter refreshes its place each time it looks; its token
+// "client.call" is published on its client's channel only, w:<client>.
 
 // prelude holds the helpers every script shares.
 const prelude = `
@@ -44,17 +38,6 @@ local function without(ids, id)
   end
   return table.concat(rest, ' ')
 end
--- head drops lapsed waiters and returns the first live one and its expiry.
-local function head(q, qx, now)
-  while true do
-    local h = redis.call('ZRANGE', q, 0, 0)[1]
-    if not h then return nil end
-    local exp = tonumber(redis.call('HGET', qx, h) or '0')
-    if exp > now then return h, exp end
-    redis.call('ZREM', q, h)
-    redis.call('HDEL', qx, h)
-  end
-end
 local function enqueue(q, qx, token, now, ttl)
   redis.call('ZADD', q, 'NX', now, token)
   redis.call('HSET', qx, token, now + ttl)
@@ -63,6 +46,16 @@ local function leave(q, qx, token)
   redis.call('ZREM', q, token)
   redis.call('HDEL', qx, token)
 end
+-- head drops lapsed waiters and returns the first live one and its expiry.
+local function head(q, qx, now)
+  while true do
+    local h = redis.call('ZRANGE', q, 0, 0)[1]
+    if not h then return nil end
+    local exp = tonumber(redis.call('HGET', qx, h) or '0')
+    if exp > now then return h, exp end
+    leave(q, qx, h)
+  end
+end
 -- announce wakes the first live waiter, if any: its token "client.call"
 -- goes out on the channel of its client, wake .. client.
 local function announce(q, qx, wake)
@@ -70,13 +63,14 @@ local function announce(q, qx, wake)
   local h = head(q, qx, now_ms())
   if h then redis.call('PUBLISH', wake .. string.match(h, '^([^.]*)'), h) end
 end
--- drop removes hold id from the lock; the last one deletes it and wakes
--- the next waiter. It returns false if id held nothing.
-local function drop(lock, q, qx, wake, id)
+-- drop removes hold id from the lock (if owner is given, only from
+-- owner's); the last one deletes it and wakes the next waiter. It returns
+-- false if id held nothing.
+local function drop(lock, q, qx, wake, id, owner)
   local v = redis.call('GET', lock)
   if not v then return false end
   local f, ids, o = parse(v)
-  if not has(ids, id) then return false end
+  if not has(ids, id) or (owner and o ~= owner) then return false end
   local rest = without(ids, id)
   if rest ~= '' then
     redis.call('SET', lock, f .. ':' .. rest .. ':' .. o, 'KEEPTTL')
@@ -88,7 +82,7 @@ local function drop(lock, q, qx, wake, id)
 end
 `
 
-// acquireScript: KEYS lock, fence counter, queue, qexp; ARGV owner, ttl ms,
+// acquireScript: KEYS lock, queue, qexp, fence counter; ARGV owner, ttl ms,
 // call id (the new hold's id), token ("" for TryLock, which never queues).
 // Returns {1, fence} when held (new or re-entered); {0, ms} when not, ms
 // being how long until the holder's lease or the first waiter's place lapses.
@@ -102,42 +96,37 @@ if v then
       local keep = math.max(ttl, redis.call('PTTL', KEYS[1]))
       redis.call('SET', KEYS[1], f .. ':' .. ids .. ' ' .. ARGV[3] .. ':' .. o, 'PX', keep)
     end
-    if ARGV[4] ~= '' then leave(KEYS[3], KEYS[4], ARGV[4]) end
+    if ARGV[4] ~= '' then leave(KEYS[2], KEYS[3], ARGV[4]) end
     return {1, tonumber(f)}
   end
-  if ARGV[4] ~= '' then enqueue(KEYS[3], KEYS[4], ARGV[4], now_ms(), ttl) end
-  return {0, redis.call('PTTL', KEYS[1])}
+  if ARGV[4] ~= '' then enqueue(KEYS[2], KEYS[3], ARGV[4], now_ms(), ttl) end
+  local left = redis.call('PTTL', KEYS[1])
+  return {0, left >= 0 and left or ttl} -- no expiry: not ours; look again after our TTL
 end
-if redis.call('EXISTS', KEYS[3]) == 1 then
+if redis.call('EXISTS', KEYS[2]) == 1 then
   local now = now_ms()
-  local h, exp = head(KEYS[3], KEYS[4], now)
+  local h, exp = head(KEYS[2], KEYS[3], now)
   if h and h ~= ARGV[4] then
-    if ARGV[4] ~= '' then enqueue(KEYS[3], KEYS[4], ARGV[4], now, ttl) end
+    if ARGV[4] ~= '' then enqueue(KEYS[2], KEYS[3], ARGV[4], now, ttl) end
     return {0, exp - now}
   end
-  if h then leave(KEYS[3], KEYS[4], h) end
+  if h then leave(KEYS[2], KEYS[3], h) end
 end
-` + rediskey.ClockFloor("2") + `
-local f = redis.call('INCR', KEYS[2])
+` + rediskey.ClockFloor("4") + `
+local f = redis.call('INCR', KEYS[4])
 redis.call('SET', KEYS[1], string.format('%d:%s:%s', f, ARGV[3], ARGV[1]), 'PX', ttl)
 return {1, f}
 `)
 
 // releaseScript: KEYS lock, queue, qexp; ARGV owner, hold id, wake channel
-// prefix. Drops that hold; the last one deletes the lock and wakes the
-// first waiter. Returns 1 if the hold was there, 0 if not.
+// prefix. Drops that hold (see drop): 1 if it was there, 0 if not.
 var releaseScript = goredis.NewScript(prelude + `
-local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
-local _, _, o = parse(v)
-if o ~= ARGV[1] then return 0 end
-if drop(KEYS[1], KEYS[2], KEYS[3], ARGV[3], ARGV[2]) then return 1 end
+if drop(KEYS[1], KEYS[2], KEYS[3], ARGV[3], ARGV[2], ARGV[1]) then return 1 end
 return 0
 `)
 
-// refreshScript: KEYS lock; ARGV owner, ttl ms, hold id. Never shortens
-// the expiry that another hold of the same owner set. Returns 1 if the hold
-// is there, 0 if not.
+// refreshScript: KEYS lock; ARGV owner, ttl ms, hold id: 1 if the hold is
+// there, 0 if not. Never shortens the expiry another hold of the owner set.
 var refreshScript = goredis.NewScript(prelude + `
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
@@ -150,18 +139,17 @@ return 1
 `)
 
 // abandonScript: KEYS lock, queue, qexp; ARGV call, wake channel prefix. A
-// call that failed leaves the queue, and takes back the hold it was granted
-// if its reply was lost (the hold's id is the call's). If the lock is free,
-// the next waiter is woken: it may have waited behind us.
+// failed call leaves the queue and takes back its hold, if any; if the lock
+// is free, the next waiter, who may have waited behind it, is woken.
 var abandonScript = goredis.NewScript(prelude + `
 leave(KEYS[2], KEYS[3], ARGV[1])
-if drop(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[1]) then return 1 end
-if redis.call('EXISTS', KEYS[1]) == 0 then announce(KEYS[2], KEYS[3], ARGV[2]) end
+if not drop(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[1]) and redis.call('EXISTS', KEYS[1]) == 0 then
+  announce(KEYS[2], KEYS[3], ARGV[2])
+end
 return 1
 `)
 
-// forceScript: KEYS lock, queue, qexp; ARGV wake channel prefix. The admin
-// release.
+// forceScript: KEYS lock, queue, qexp; ARGV wake channel prefix.
 var forceScript = goredis.NewScript(prelude + `
 if redis.call('DEL', KEYS[1]) == 0 then return 0 end
 announce(KEYS[2], KEYS[3], ARGV[1])

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-redsync/redsync/v4"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locker-go/locker"
@@ -29,25 +28,18 @@ func (d *redlock) Status(ctx context.Context, key string) (locker.LockInfo, erro
 		if err != nil || len(v) < 4 {
 			return nil, err
 		}
-		owner, ok := v[0].(string)
-		if !ok {
-			return nil, fmt.Errorf("unexpected record %v", v)
-		}
+		owner, _ := v[0].(string) // comma-ok: a foreign record must not panic
 		h, _ := v[1].(string)
 		f, _ := v[2].(string)
-		p, _ := v[3].(int64)
-		info := &locker.LockInfo{Key: key, Owner: owner, Expires: now.Add(time.Duration(p) * time.Millisecond)}
+		pttl, _ := v[3].(int64)
+		info := &locker.LockInfo{Key: key, Owner: owner, Expires: now.Add(time.Duration(pttl) * time.Millisecond)}
 		info.Holds, _ = strconv.Atoi(h)
 		info.Fence, _ = strconv.ParseUint(f, 10, 64)
 		return info, nil
 	})
 	byOwner := map[string][]*locker.LockInfo{}
-	var errs []error
-	for i, r := range res {
-		switch {
-		case r.err != nil:
-			errs = append(errs, &redsync.RedisError{Node: i, Err: r.err})
-		case r.v != nil:
+	for _, r := range res {
+		if r.v != nil {
 			byOwner[r.v.Owner] = append(byOwner[r.v.Owner], r.v)
 		}
 	}
@@ -56,7 +48,7 @@ func (d *redlock) Status(ctx context.Context, key string) (locker.LockInfo, erro
 			return merge(recs, d.quorum), nil
 		}
 	}
-	if len(res)-len(errs) < d.quorum {
+	if errs := nodeErrs(res); len(res)-len(errs) < d.quorum {
 		return locker.LockInfo{}, locker.Unavailable(errors.Join(errs...))
 	}
 	return locker.LockInfo{}, fmt.Errorf("%w: %q", locker.ErrNotHeld, key)
@@ -80,19 +72,14 @@ func (d *redlock) List(ctx context.Context, prefix string) ([]locker.LockInfo, e
 	res := each(ctx, d, adminTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) ([]string, error) {
 		return rediskey.Scan(ctx, c, match)
 	})
+	if errs := nodeErrs(res); len(res)-len(errs) < d.quorum {
+		return nil, locker.Unavailable(errors.Join(errs...))
+	}
 	seen := map[string]bool{}
-	var errs []error
-	for i, r := range res {
-		if r.err != nil {
-			errs = append(errs, &redsync.RedisError{Node: i, Err: r.err})
-			continue
-		}
+	for _, r := range res {
 		for _, k := range r.v {
 			seen[strings.TrimPrefix(k, d.lockKey(""))] = true
 		}
-	}
-	if len(res)-len(errs) < d.quorum {
-		return nil, locker.Unavailable(errors.Join(errs...))
 	}
 	var list []locker.LockInfo
 	for k := range seen {
@@ -117,12 +104,13 @@ func (d *redlock) ForceUnlock(ctx context.Context, key string) error {
 	res := each(ctx, d, adminTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) ([]int64, error) {
 		return forceScript.Run(ctx, c, []string{d.lockKey(key)}, d.channel(key)).Int64Slice()
 	})
-	t := count(res)
-	if t.n[1] > 0 {
-		return nil
+	for _, r := range res {
+		if r.err == nil && len(r.v) > 0 && r.v[0] == 1 {
+			return nil
+		}
 	}
-	if len(t.errs) > len(d.masters)-d.quorum {
-		return locker.Unavailable(errors.Join(t.errs...))
+	if errs := nodeErrs(res); len(errs) > len(d.masters)-d.quorum {
+		return locker.Unavailable(errors.Join(errs...))
 	}
 	return fmt.Errorf("%w: %q", locker.ErrNotHeld, key)
 }

@@ -88,6 +88,7 @@ func harness(t testing.TB) conformance.Harness {
 		},
 		Crash: crasher.Crash,
 		Hang:  crasher.Blackhole,
+		Slow:  crasher.Delay,
 		Count: func(ctx context.Context, prefix string) (int, error) { return countKeys(ctx, addrs, prefix) },
 		RoundTrip: func(ctx context.Context) error {
 			return ping(addrs[0]).Ping(ctx).Err()

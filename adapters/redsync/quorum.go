@@ -3,6 +3,7 @@ package redsync
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
@@ -52,17 +53,22 @@ func each[T any](ctx context.Context, d *redlock, timeout time.Duration, fn func
 	return res
 }
 
-// round runs a script whose reply is a list of integers on every master,
-// for a call with the given TTL.
-func (d *redlock) round(ctx context.Context, ttl time.Duration, s *goredis.Script, keys []string, args ...any) []result[[]int64] {
-	return d.roundOn(ctx, ttl, nil, s, keys, args...)
+// nodeErrs returns the failed masters' errors, as redsync reports them.
+func nodeErrs[T any](res []result[T]) []error {
+	var errs []error
+	for i, r := range res {
+		if r.err != nil {
+			errs = append(errs, &redsync.RedisError{Node: i, Err: r.err})
+		}
+	}
+	return errs
 }
 
-// roundOn is round on the masters that which picks (nil: all); the others
-// reply nil.
-func (d *redlock) roundOn(ctx context.Context, ttl time.Duration, which func(int) bool, s *goredis.Script, keys []string, args ...any) []result[[]int64] {
+// round runs a script replying integers on the masters that on picks
+// (nil: all; the others reply nil), for a call with the given TTL.
+func (d *redlock) round(ctx context.Context, ttl time.Duration, on []bool, s *goredis.Script, keys []string, args ...any) []result[[]int64] {
 	return each(ctx, d, d.nodeTimeout(ttl), func(ctx context.Context, i int, c goredis.UniversalClient) ([]int64, error) {
-		if which != nil && !which(i) {
+		if on != nil && !on[i] {
 			return nil, nil
 		}
 		v, err := s.Run(ctx, c, keys, args...).Int64Slice()
@@ -73,36 +79,22 @@ func (d *redlock) roundOn(ctx context.Context, ttl time.Duration, which func(int
 	})
 }
 
-// tally sorts the replies of a round: how many masters replied with each
-// first value, and the node errors of the others.
-type tally struct {
-	n    map[int64]int
-	errs []error
-}
-
-func count(res []result[[]int64]) tally {
-	t := tally{n: map[int64]int{}}
-	for i, r := range res {
-		if r.err != nil {
-			t.errs = append(t.errs, &redsync.RedisError{Node: i, Err: r.err})
-			continue
+// outcome is nil if a quorum replied one of ours (the replies that mean
+// the record is ours), ErrNotHeld if too many records are not ours for a
+// quorum, else ErrUnavailable.
+func (d *redlock) outcome(res []result[[]int64], ours ...int64) error {
+	errs, ok := nodeErrs(res), 0
+	for _, r := range res {
+		if r.err == nil && slices.Contains(ours, r.v[0]) {
+			ok++
 		}
-		t.n[r.v[0]]++
 	}
-	return t
-}
-
-// outcome turns a round on records we must own into nil (a quorum of
-// them answered ok), ErrNotHeld (too many are not ours for a quorum), or
-// ErrUnavailable wrapping the node errors.
-func (d *redlock) outcome(t tally, ok int) error {
-	notOurs := len(d.masters) - ok - len(t.errs)
 	switch {
 	case ok >= d.quorum:
 		return nil
-	case notOurs > len(d.masters)-d.quorum:
+	case len(d.masters)-ok-len(errs) > len(d.masters)-d.quorum:
 		return locker.ErrNotHeld
 	default:
-		return locker.Unavailable(errors.Join(t.errs...))
+		return locker.Unavailable(errors.Join(errs...))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,11 +34,9 @@ var ErrInvalidOption = errors.New("redsync: invalid option")
 type Option func(*config)
 
 type config struct {
-	prefix      string
-	nodeTimeout time.Duration
-	// nodeTimeoutSet: WithNodeTimeout was given; else the timeout is
-	// derived from each call's TTL.
-	nodeTimeoutSet bool
+	prefix         string
+	nodeTimeout    time.Duration
+	nodeTimeoutSet bool // else it is NodeTimeout(each call's TTL)
 	driftFactor    float64
 	ownClients     bool // Close closes the clients (Open made them)
 }
@@ -47,26 +46,24 @@ type config struct {
 // see each other's locks.
 func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 
-// WithNodeTimeout bounds how long one round waits for each master. Keep it
-// small against the TTL: it is how long a stopped master can delay a lock.
-// By default it is derived from each call's TTL (see NodeTimeout). Set the
-// clients' ContextTimeoutEnabled too, so their connections give up as
-// soon (Open does).
+// WithNodeTimeout bounds how long one round waits for each master
+// (default: NodeTimeout of the call's TTL). Keep it small against the TTL:
+// a stopped master can delay a lock that long. Set the clients'
+// ContextTimeoutEnabled too, so their connections give up as soon (Open
+// does).
 func WithNodeTimeout(d time.Duration) Option {
 	return func(c *config) { c.nodeTimeout, c.nodeTimeoutSet = d, true }
 }
 
 // NodeTimeout is the default per-master timeout of a call with the given
 // TTL: a twentieth of the TTL, within [DefaultNodeTimeout, 1s]. That is
-// small against the TTL, as Redlock asks (the validity left after a round
-// that waited it out is still 95% of the TTL), and far above a healthy
-// master's reply even when many waiters queue for the client's
-// connections: a fixed 50 ms failed healthy masters under load.
+// small against the TTL, as Redlock asks, and far above a healthy master's
+// reply even when many waiters queue for the client's connections (a
+// fixed 50 ms failed healthy masters under load).
 func NodeTimeout(ttl time.Duration) time.Duration {
 	return min(max(ttl/20, DefaultNodeTimeout), time.Second)
 }
 
-// nodeTimeout is the per-master timeout of a call with the given TTL.
 func (d *redlock) nodeTimeout(ttl time.Duration) time.Duration {
 	if d.cfg.nodeTimeoutSet {
 		return d.cfg.nodeTimeout
@@ -80,8 +77,7 @@ func WithDriftFactor(f float64) Option { return func(c *config) { c.driftFactor 
 
 func withOwnClients() Option { return func(c *config) { c.ownClients = true } }
 
-// redlock is the Redlock driver: driver.Driver, driver.Notifier and
-// driver.Admin over N masters.
+// redlock is the driver: driver.Driver, driver.Notifier and driver.Admin.
 type redlock struct {
 	cfg     config
 	masters []*master
@@ -90,6 +86,10 @@ type redlock struct {
 	news    news
 	counted atomic.Uint64  // largest fence counter seen on any master
 	bg      sync.WaitGroup // background retries
+
+	listening sync.Once  // the masters' subscriptions started
+	mu        sync.Mutex // guards changed and the masters' live
+	changed   chan struct{}
 }
 
 var (
@@ -113,8 +113,8 @@ func newDriver(clients []goredis.UniversalClient, opts ...Option) (*redlock, err
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if len(clients) < 3 || len(clients)%2 == 0 {
-		return nil, fmt.Errorf("%w: got %d", ErrMasterCount, len(clients))
+	if n := len(clients); n < 3 || n%2 == 0 || slices.Contains(clients, nil) {
+		return nil, fmt.Errorf("%w: got %d clients", ErrMasterCount, n)
 	}
 	switch {
 	case cfg.nodeTimeoutSet && cfg.nodeTimeout <= 0:
@@ -122,14 +122,11 @@ func newDriver(clients []goredis.UniversalClient, opts ...Option) (*redlock, err
 	case cfg.driftFactor < 0 || cfg.driftFactor >= 0.5:
 		return nil, fmt.Errorf("%w: drift factor %v is outside [0, 0.5)", ErrInvalidOption, cfg.driftFactor)
 	}
-	d := &redlock{cfg: cfg, quorum: len(clients)/2 + 1}
-	for i, c := range clients {
-		if c == nil {
-			return nil, fmt.Errorf("%w: client %d is nil", ErrMasterCount, i)
-		}
+	d := &redlock{cfg: cfg, quorum: len(clients)/2 + 1, news: news{keys: map[string]*keyNews{}}, changed: make(chan struct{})}
+	for _, c := range clients {
 		d.masters = append(d.masters, &master{client: c})
 	}
-	d.hub = wait.NewHub(notifier{d})
+	d.hub = wait.NewWakeOneHub(notifier{d})
 	return d, nil
 }
 
@@ -142,27 +139,33 @@ func (d *redlock) drift(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl)*d.cfg.driftFactor) + 2*time.Millisecond
 }
 
-// Subscribe joins the waiters of r's key, subscribing on the masters for
-// the first of them.
+// Subscribe joins the waiters of r's key.
 func (d *redlock) Subscribe(ctx context.Context, r *driver.Request) (<-chan struct{}, func(), error) {
 	return d.hub.Subscribe(ctx, r.Key)
 }
 
-// Listening is false: a key's first subscription costs a round on every
-// master, which an uncontended Lock should not pay.
-func (d *redlock) Listening() bool { return false }
+// Listening is true once a quorum of the masters' subscriptions is live:
+// subscribing then costs no round trip.
+func (d *redlock) Listening() bool {
+	ok, _ := d.live()
+	return ok
+}
 
-// Abandon has nothing to do: a failed attempt undoes itself on every
-// master that granted or did not answer before it returns (see undo), so
-// no call leaves a hold or a queue place behind.
+// Abandon has nothing to do: a failed attempt undoes itself before it
+// returns, and nothing queues.
 func (d *redlock) Abandon(context.Context, *driver.Request) {}
 
 // Close stops the subscriptions; it closes the clients only if Open made
 // them.
 func (d *redlock) Close(context.Context) error {
+	d.listening.Do(func() {}) // no subscription starts after this
 	var errs []error
 	for _, m := range d.masters {
-		m.stop()
+		if m.ps != nil {
+			close(m.quit)
+			_ = m.ps.Close()
+			<-m.done
+		}
 		if d.cfg.ownClients {
 			errs = append(errs, m.client.Close())
 		}

@@ -8,27 +8,18 @@ import (
 
 // The per-master steps. A lock record is a hash {o: owner, n: holds,
 // f: fence, a: id of the attempt that created it, h<id>: one field per
-// hold, named by the id of the attempt that added it} with a PX expiry;
-// the namespace's fence counter is a plain integer without expiry.
-//
-// Holds are a set, not a bare count, so that adding or dropping one is
-// idempotent: a release retried in the background, a client's automatic
-// retry after a lost reply, or the undo of an attempt whose reply never
-// came each name the hold they mean and cannot take another (a newer hold
-// of the same owner) by mistake. n is the set's size, kept for Status.
-//
-// A record's expiry only ever grows: the holds of one owner share it, so
-// a hold with a short TTL must not cut the time a longer one relies on.
+// hold, named by the id of the attempt that added it} with a PX expiry
+// that only grows (one owner's holds share it). Holds are a set, so that
+// a retried release, or the undo of an attempt whose reply was lost, drops
+// the hold it names and never another; n is its size, for Status.
 
 // acquireScript: KEYS lock, counter; ARGV owner, ttl ms, attempt id,
-// reentrant ("1" for a WithOwner owner), counter floor.
-// Replies {0, pttl, its attempt id, counter} when another owner holds the
-// record (the id tells one holder's quorum from a split vote), {1, fence,
-// counter} on re-entry, {2, counter, counter} on a fresh grant. A fresh
-// grant counts one up, or to the floor if that is higher: the client's
-// view of the largest counter, which pulls a lagging master level with
-// the others. A random owner meeting its own record (left by an earlier
-// attempt of the same Lock whose undo was lost) takes it afresh.
+// reentrant (1 for a WithOwner owner), counter floor. Replies {0, pttl,
+// holder's attempt id (one holder or a split vote?), counter} when held by
+// another, {1, fence, counter} on re-entry, {2, counter, counter} on a
+// fresh grant, which counts one up or to the floor (the largest counter
+// the client saw: a lagging master catches up). A random owner meeting its
+// own record (an earlier attempt's lost undo) takes it afresh.
 var acquireScript = goredis.NewScript(`
 local o = redis.call('HGET', KEYS[1], 'o')
 if o and o ~= ARGV[1] then
@@ -59,10 +50,9 @@ return {2, c, c}
 `)
 
 // claimScript: KEYS lock, counter; ARGV owner, ttl ms, fence, hold id.
-// It raises the counter to the fence on every master (counters only need
-// to grow), and where the record holds our hold it extends it (never
-// shortens it) and records the fence: 1 then, else 0. It is both the
-// keep-alive and the second acquire round that makes a fence durable.
+// Raises the counter to the fence, and where the record has our hold
+// extends it and records the fence: 1 then, else 0. It is the keep-alive
+// and the second acquire round that makes a fence durable.
 var claimScript = goredis.NewScript(`
 if tonumber(redis.call('GET', KEYS[2]) or '0') < tonumber(ARGV[3]) then
   redis.call('SET', KEYS[2], ARGV[3])
@@ -77,13 +67,10 @@ redis.call('HSET', KEYS[1], 'f', ARGV[3])
 return {1}
 `)
 
-// releaseScript: KEYS lock; ARGV owner, release channel ("" to stay
-// silent), hold id. Drops that hold: 0 if the record does not have it
-// (not ours, or dropped already), 1 if holds remain, 2 when it was the
-// last and the record deleted. The deletion publishes "<a> <f>": the
-// creating attempt's id, so a waiter counts the masters' copies as one,
-// and the fence, which orders releases against take announcements. It is
-// also the undo of a failed attempt, whose hold id is the attempt's.
+// releaseScript: KEYS lock; ARGV owner, channel ("": silent), hold id.
+// Drops that hold: 0 if the record lacks it, 1 if holds remain, 2 when the
+// record was deleted, which publishes "<a> <f>" (see news). It is also the
+// undo of a failed attempt, whose hold id is the attempt's.
 var releaseScript = goredis.NewScript(`
 if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] or redis.call('HDEL', KEYS[1], 'h' .. ARGV[3]) == 0 then
   return {0}
@@ -109,8 +96,7 @@ redis.call('PUBLISH', ARGV[1], (v[1] or 'force') .. ' ' .. (v[2] or '0'))
 return {1}
 `)
 
-// statusScript: KEYS lock. Replies {owner, holds, fence, pttl}, or an
-// empty list when there is no record.
+// statusScript: KEYS lock. Replies {owner, holds, fence, pttl}, or {}.
 var statusScript = goredis.NewScript(`
 local v = redis.call('HMGET', KEYS[1], 'o', 'n', 'f')
 if not v[1] then

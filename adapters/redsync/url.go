@@ -34,7 +34,7 @@ func open(_ context.Context, u *url.URL) (locker.Locker, error) {
 		clients[i] = goredis.NewClient(&o)
 	}
 	l, err := New(clients, append(opts, withOwnClients())...)
-	if err != nil {
+	if err != nil { // a master count or an option out of range
 		for _, c := range clients {
 			_ = c.Close()
 		}
@@ -44,22 +44,10 @@ func open(_ context.Context, u *url.URL) (locker.Locker, error) {
 }
 
 // parseURL splits a redlock URL into master addresses, the client options
-// they share, and the Locker's options.
+// they share, and the Locker's options; New checks their values.
 func parseURL(u *url.URL) (addrs []string, base *goredis.Options, opts []Option, err error) {
-	bad := func(format string, a ...any) error {
-		return urlx.Invalid(u, format, a...)
-	}
-	switch {
-	case !strings.EqualFold(u.Scheme, "redlock"):
-		return nil, nil, nil, bad("scheme %q is not redlock", u.Scheme)
-	case u.Host == "":
-		return nil, nil, nil, bad("no masters: want redlock://host:port,host:port,host:port")
-	}
 	if addrs, err = urlx.Hosts(u.Host, "6379"); err != nil { // a master given twice would vote twice
-		return nil, nil, nil, bad("masters: %v", err)
-	}
-	if len(addrs) < 3 || len(addrs)%2 == 0 {
-		return nil, nil, nil, fmt.Errorf("%w: %s: %w: got %d", locker.ErrInvalidURL, urlx.Redact(u), ErrMasterCount, len(addrs))
+		return nil, nil, nil, urlx.Invalid(u, "masters: %v", err)
 	}
 	base = &goredis.Options{ContextTimeoutEnabled: true}
 	if u.User != nil {
@@ -67,11 +55,9 @@ func parseURL(u *url.URL) (addrs []string, base *goredis.Options, opts []Option,
 		base.Password, _ = u.User.Password()
 	}
 	if p := strings.Trim(u.Path, "/"); p != "" {
-		db, err := strconv.Atoi(p)
-		if err != nil || db < 0 {
-			return nil, nil, nil, bad("path %q is not a database number", u.Path)
+		if base.DB, err = strconv.Atoi(p); err != nil || base.DB < 0 {
+			return nil, nil, nil, urlx.Invalid(u, "path %q is not a database number", u.Path)
 		}
-		base.DB = db
 	}
 	for k, v := range u.Query() {
 		switch k {
@@ -79,12 +65,12 @@ func parseURL(u *url.URL) (addrs []string, base *goredis.Options, opts []Option,
 			opts = append(opts, WithPrefix(v[len(v)-1]))
 		case "node_timeout":
 			d, err := time.ParseDuration(v[len(v)-1])
-			if err != nil || d <= 0 {
-				return nil, nil, nil, bad("node_timeout %q is not a positive duration", v[len(v)-1])
+			if err != nil {
+				return nil, nil, nil, urlx.Invalid(u, "node_timeout %q is not a duration", v[len(v)-1])
 			}
 			opts = append(opts, WithNodeTimeout(d))
 		default:
-			return nil, nil, nil, bad("unknown parameter %q (known: prefix, node_timeout)", k)
+			return nil, nil, nil, urlx.Invalid(u, "unknown parameter %q (known: prefix, node_timeout)", k)
 		}
 	}
 	return addrs, base, opts, nil

@@ -2,13 +2,14 @@ package sql
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/driver"
 )
 
-// Backoff of a waiter that no notification may reach (SQLite across
-// processes): short, since polling a local file is cheap, and bounded.
+// Backoff of a waiter no notification may reach (SQLite across processes).
 const (
 	pollMin = 2 * time.Millisecond
 	pollMax = 50 * time.Millisecond
@@ -29,42 +30,33 @@ func callOf(r *driver.Request) *call {
 	return c
 }
 
-// Acquire runs the acquire statement once, retrying transient errors. The
-// call's ID names the hold it adds, the same through all its attempts and
-// retries, so a retry after a lost reply finds its hold already there.
-func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (driver.Grant, error) {
-	c, token := callOf(r), d.token(r)
-	var (
-		fence     uint64
-		held      bool
-		remaining time.Duration
-	)
-	err := d.retry(ctx, func(ctx context.Context) (err error) {
-		fence, held, remaining, err = d.d.acquire(ctx, d.db, r.Key, r.Owner, r.ID, token, r.TTL)
+// Acquire runs the acquire statement once, retrying transient errors; the
+// call's ID names its hold, so a retry after a lost reply finds it there.
+func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Grant, err error) {
+	c := callOf(r)
+	err = d.retry(ctx, func(ctx context.Context) (err error) {
+		g, err = d.acquireOnce(ctx, d, r)
 		return err
 	}, &c.mayHold)
 	switch {
 	case err != nil:
 		return driver.Grant{}, err
-	case held:
-		// Should the call fail after all (Close came first), Abandon
-		// takes the hold back.
-		c.mayHold = true
-		h := &hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, fence: fence, ttl: r.TTL}
-		return driver.Grant{Hold: h, Fence: fence}, nil
+	case g.Hold != nil:
+		c.mayHold = true // should the call fail after all (Close came first)
+		return g, nil
 	}
-	// remaining 0: the key came free with nobody ahead (a release that
-	// raced our queueing, its NOTIFY missed): look again at once.
-	if token != "" {
-		remaining = min(remaining, r.TTL/3) // look again in time to keep our place
+	// Retry 0: the key came free with nobody ahead (a release that raced
+	// our queueing, its NOTIFY missed): look again at once.
+	if d.token(r) != "" {
+		g.Retry = min(g.Retry, r.TTL/3) // look again in time to keep our place
 	}
 	if d.poll {
-		if remaining <= 0 || remaining > c.backoff {
-			remaining = c.backoff
+		if g.Retry <= 0 || g.Retry > c.backoff {
+			g.Retry = c.backoff
 		}
 		c.backoff = min(2*c.backoff, pollMax)
 	}
-	return driver.Grant{Retry: remaining}, nil
+	return g, nil
 }
 
 // token is the call's place in the key's queue: its ID once it listens
@@ -76,11 +68,9 @@ func (d *sqlDriver) token(r *driver.Request) string {
 	return ""
 }
 
-// Abandon leaves the queue, so a Lock that gives up delays no one, and
-// takes back the call's hold should an attempt have landed after its
-// caller gave up: else the row would keep the key until its TTL. The hold
-// id makes this safe for a WithOwner identity: its other holds, even ones
-// granted meanwhile, are not touched.
+// Abandon leaves the queue, and takes back the call's hold should an
+// attempt have landed after its caller gave up; by its id, so that the
+// other holds of a WithOwner identity are not touched.
 func (d *sqlDriver) Abandon(ctx context.Context, r *driver.Request) {
 	if t := d.token(r); t != "" {
 		var notified int
@@ -91,9 +81,8 @@ func (d *sqlDriver) Abandon(ctx context.Context, r *driver.Request) {
 	}
 }
 
-// Subscribe listens for the call's turn: by its token where the release
-// wakes the first waiter (Postgres with LISTEN), else by key, woken by
-// this process's releases (and the poll backoff).
+// Subscribe listens for the call's turn: by its token where releases
+// wake the first waiter, else by key (see sqlDriver.poll).
 func (d *sqlDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan struct{}, func(), error) {
 	if d.poll {
 		return d.hub.Subscribe(ctx, r.Key)
@@ -104,3 +93,114 @@ func (d *sqlDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan st
 // Listening is false: a Lock's first attempt does not queue, so an
 // uncontended Lock writes no queue entry and starts no LISTEN.
 func (d *sqlDriver) Listening() bool { return false }
+
+// hold is one granted hold's calls (driver.Hold and driver.Expirer), each
+// matching the row by key, owner, fence and hold id.
+type hold struct {
+	d              *sqlDriver
+	key, owner, id string
+	fence          uint64
+	ttl            time.Duration
+}
+
+func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
+	var ok bool
+	if err := h.d.row(ctx, h.d.q.refresh, []any{h.key, h.owner, int64(h.fence), h.id, h.ttl.Milliseconds()}, &ok); err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, locker.ErrNotHeld
+	}
+	return h.ttl, nil
+}
+
+func (h *hold) Release(ctx context.Context) error {
+	var ok, freed, ambiguous bool
+	err := h.d.retry(ctx, func(ctx context.Context) (err error) {
+		ok, freed, err = h.d.releaseOnce(ctx, h)
+		return err
+	}, &ambiguous)
+	if err != nil {
+		return err
+	}
+	if freed {
+		h.d.notify(h.key)
+	}
+	if !ok && !ambiguous { // after a lost reply, the lost try did it (the hold id is gone)
+		return locker.ErrNotHeld
+	}
+	return nil
+}
+
+// Expire deletes the expired row, so an expired lock leaves none behind.
+func (h *hold) Expire(ctx context.Context) {
+	var deleted, notified int
+	if h.d.row(ctx, h.d.q.expire, []any{h.key, h.owner, int64(h.fence)}, &deleted, &notified) == nil && deleted > 0 {
+		h.d.notify(h.key)
+	}
+}
+
+// notify wakes this process's waiters for key (Postgres LISTEN: in SQL).
+func (d *sqlDriver) notify(key string) {
+	if d.poll {
+		d.hub.Notify(key)
+	}
+}
+
+// Status returns the live holder of key, or ErrNotHeld.
+func (d *sqlDriver) Status(ctx context.Context, key string) (driver.LockInfo, error) {
+	infos, err := d.query(ctx, d.q.info+` AND "key" = $1`, key)
+	if err != nil {
+		return driver.LockInfo{}, err
+	}
+	if len(infos) == 0 {
+		return driver.LockInfo{}, fmt.Errorf("%w: %q", locker.ErrNotHeld, key)
+	}
+	return infos[0], nil
+}
+
+// List returns the live locks whose keys begin with prefix.
+func (d *sqlDriver) List(ctx context.Context, prefix string) ([]driver.LockInfo, error) {
+	return d.query(ctx, d.q.info+" AND "+hasPrefix, prefix)
+}
+
+// ForceUnlock deletes key's row whoever holds it and wakes its waiters.
+func (d *sqlDriver) ForceUnlock(ctx context.Context, key string) error {
+	var (
+		held     bool
+		notified int
+	)
+	if err := d.row(ctx, d.q.force, []any{key}, &held, &notified); err != nil {
+		return err
+	}
+	d.notify(key)
+	if !held {
+		return fmt.Errorf("%w: %q", locker.ErrNotHeld, key)
+	}
+	return nil
+}
+
+// query runs q, an info statement, and scans its rows.
+func (d *sqlDriver) query(ctx context.Context, q string, args ...any) (infos []driver.LockInfo, err error) {
+	err = d.retry(ctx, func(ctx context.Context) error {
+		infos = infos[:0]
+		rows, err := d.db.QueryContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				i  driver.LockInfo
+				ms int64
+			)
+			if err := rows.Scan(&i.Key, &i.Owner, &i.Fence, &i.Holds, &ms); err != nil {
+				return err
+			}
+			i.Expires = time.UnixMilli(ms)
+			infos = append(infos, i)
+		}
+		return rows.Err()
+	}, nil)
+	return infos, err
+}

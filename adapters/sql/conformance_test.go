@@ -48,6 +48,7 @@ func postgresHarness(t testing.TB, proxied bool) conformance.Harness {
 		},
 		Crash: crasher.Crash,
 		Hang:  crasher.Blackhole,
+		Slow:  crasher.Delay,
 		// Rows of holders and of queued waiters.
 		Count: func(ctx context.Context, prefix string) (int, error) {
 			return count(ctx, db, `SELECT (SELECT count(*) FROM locker_locks WHERE left("key", char_length($1)) = $1)
@@ -76,7 +77,7 @@ func sqliteHarness(t testing.TB) conformance.Harness {
 	t.Cleanup(func() { _ = first.Close() })
 	db := openDB(t, "sqlite", u.Path)
 	return conformance.Harness{
-		NewLocker: func(ctx context.Context) (locker.Locker, error) { return locker.Open(ctx, raw) },
+		NewLocker: func(ctx context.Context) (locker.Locker, error) { return lsql.Open(ctx, raw) },
 		Crash: func(_ context.Context, l locker.Locker) error {
 			lsql.Crash(l)
 			return nil

@@ -1,25 +1,41 @@
 package sql
 
 import (
+	"context"
+	"net/url"
 	"sync"
 
 	"github.com/locker-go/locker"
 )
 
-// drivers maps each Locker this package made to its driver.
+// drivers maps each Locker Open made to its driver.
 var drivers sync.Map
 
-func init() { opened = func(l locker.Locker, d *sqlDriver) { drivers.Store(l, d) } }
+// Open is locker.Open for this package's URLs, keeping the Locker's driver
+// for Crash and for tests that reach into it.
+func Open(ctx context.Context, raw string) (locker.Locker, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	d, err := openDriver(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	l := locker.New(d)
+	drivers.Store(l, d)
+	return l, nil
+}
 
-// driverOf is the driver under l, a Locker this package made.
+// driverOf is the driver under l, a Locker Open made.
 func driverOf(l locker.Locker) *sqlDriver {
 	d, _ := drivers.Load(l)
 	return d.(*sqlDriver)
 }
 
-// Crash makes l vanish as a killed process would: its connections close
-// without unlocking, so its leases' keep-alives fail and their rows lapse
-// by their TTL.
+// Crash makes l, a Locker Open made, vanish as a killed process would: its
+// connections close without unlocking, so its leases' keep-alives fail and
+// their rows lapse by their TTL.
 func Crash(l locker.Locker) {
 	d := driverOf(l)
 	d.stop()

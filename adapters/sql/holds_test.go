@@ -3,17 +3,17 @@ package sql
 import (
 	"context"
 	"crypto/rand"
-	dbsql "database/sql"
 	"errors"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
 	"github.com/locker-go/locker/internal/testenv"
 )
 
-// testLocker is a Locker with its driver, whose dialect a test may swap.
+// testLocker is a Locker with its driver, whose dialect's hooks a test may swap.
 type testLocker struct {
 	locker.Locker
 	*sqlDriver
@@ -28,7 +28,7 @@ func dialects(t *testing.T) map[string]*testLocker {
 		"postgres": testenv.URL(t, "LOCKER_TEST_POSTGRES").String(),
 		"sqlite":   "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "holds.db")),
 	} {
-		l, err := locker.Open(context.Background(), raw)
+		l, err := Open(context.Background(), raw)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,15 +61,15 @@ func TestHoldIDsIdempotent(t *testing.T) {
 			key, owner := "holds-"+rand.Text(), "x"
 			acquire := func(id string) uint64 {
 				t.Helper()
-				fence, held, _, err := l.d.acquire(ctx, l.db, key, owner, id, "", time.Minute)
-				if err != nil || !held {
-					t.Fatalf("acquire %s = %v, %v", id, held, err)
+				g, err := l.acquireOnce(ctx, l.sqlDriver, &driver.Request{Key: key, Owner: owner, ID: id, TTL: time.Minute})
+				if err != nil || g.Hold == nil {
+					t.Fatalf("acquire %s = %v, %v", id, g.Hold != nil, err)
 				}
-				return fence
+				return g.Fence
 			}
 			release := func(id string, fence uint64) bool {
 				t.Helper()
-				ok, _, err := l.d.release(ctx, l.db, key, owner, id, fence)
+				ok, _, err := l.releaseOnce(ctx, &hold{d: l.sqlDriver, key: key, owner: owner, id: id, fence: fence})
 				if err != nil {
 					t.Fatalf("release %s: %v", id, err)
 				}
@@ -106,21 +106,20 @@ func TestHoldIDsIdempotent(t *testing.T) {
 	}
 }
 
-// lossy is a dialect whose acquire lands but then fails as fail says, for
-// the first call only: the reply was lost, or the caller gave up meanwhile.
-type lossy struct {
-	dialect
-	fail  func() error
-	calls int
+// lossy wraps acquire so that its first attempt lands but then fails as
+// fail says: the reply was lost, or the caller gave up meanwhile.
+func lossy(acquire acquireFunc, fail func() error) acquireFunc {
+	calls := 0
+	return func(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error) {
+		g, err := acquire(ctx, d, r)
+		if calls++; calls == 1 && err == nil && g.Hold != nil {
+			return driver.Grant{}, fail()
+		}
+		return g, err
+	}
 }
 
-func (d *lossy) acquire(ctx context.Context, db *dbsql.DB, key, owner, id, token string, ttl time.Duration) (uint64, bool, time.Duration, error) {
-	fence, held, remaining, err := d.dialect.acquire(ctx, db, key, owner, id, token, ttl)
-	if d.calls++; d.calls == 1 && err == nil && held {
-		return 0, false, 0, d.fail()
-	}
-	return fence, held, remaining, err
-}
+type acquireFunc = func(context.Context, *sqlDriver, *driver.Request) (driver.Grant, error)
 
 // lostReply is how each dialect fails a statement that may have been
 // applied and is worth retrying.
@@ -141,9 +140,9 @@ func TestLostReplyRetriedOnce(t *testing.T) {
 	for name, l := range dialects(t) {
 		t.Run(name, func(t *testing.T) {
 			key := "lost-" + rand.Text()
-			real := l.d
-			l.d = &lossy{dialect: real, fail: func() error { return lostReply[name] }}
-			defer func() { l.d = real }()
+			real := l.acquireOnce
+			l.acquireOnce = lossy(real, func() error { return lostReply[name] })
+			defer func() { l.acquireOnce = real }()
 			lease, err := l.Lock(ctx, key, locker.WithOwner("x"))
 			if err != nil {
 				t.Fatal(err)
@@ -179,10 +178,10 @@ func TestAbandonedAcquireUndone(t *testing.T) {
 					}
 				}
 				ctx, cancel := context.WithCancel(context.Background())
-				real := l.d
-				l.d = &lossy{dialect: real, fail: func() error { cancel(); return context.Canceled }}
+				real := l.acquireOnce
+				l.acquireOnce = lossy(real, func() error { cancel(); return context.Canceled })
 				lease, err := l.Lock(ctx, key, append(opts, locker.WithTTL(time.Minute))...)
-				l.d = real
+				l.acquireOnce = real
 				if !errors.Is(err, context.Canceled) {
 					t.Fatalf("stable owner %v: Lock cancelled after its acquire landed = %v, %v; want context.Canceled", stable, lease, err)
 				}

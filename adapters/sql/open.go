@@ -17,64 +17,89 @@ import (
 )
 
 func init() {
-	locker.Register("postgres", openPostgres)
-	locker.Register("postgresql", openPostgres)
-	locker.Register("sqlite", openSQLite)
+	for _, scheme := range []string{"postgres", "postgresql", "sqlite"} {
+		locker.Register(scheme, func(ctx context.Context, u *url.URL) (locker.Locker, error) {
+			d, err := openDriver(ctx, u)
+			if err != nil {
+				return nil, err
+			}
+			return locker.New(d), nil
+		})
+	}
 }
 
-// gormConfig keeps gorm quiet: errors are returned, and transient ones are
-// retried, so logging them would only be noise. gorm.Open writes into its
-// config, so each call gets its own.
-func gormConfig() *gorm.Config { return &gorm.Config{Logger: logger.Discard} }
-
-// openPostgres opens postgres://user:pass@host:port/db?params. Every
-// parameter but table goes to pgx.
-func openPostgres(ctx context.Context, u *url.URL) (locker.Locker, error) {
-	dsn, opts, err := postgresDSN(u)
+// openDriver opens the database u names, checked before anything is
+// contacted.
+func openDriver(ctx context.Context, u *url.URL) (*sqlDriver, error) {
+	dialector, opts, err := dialector(u)
 	if err != nil {
 		return nil, err
+	}
+	// Retried on SQLITE_BUSY (sqliteClassify retries no Postgres error):
+	// switching a new file to WAL takes an exclusive lock that SQLite's busy
+	// handler does not wait for, so processes opening it at once meet it.
+	var (
+		db    *gorm.DB
+		cause error
+	)
+	err = retry(ctx, DefaultRetryTimeout, sqliteClassify, func(context.Context) error {
+		// Quiet: errors are returned, transient ones retried. gorm.Open
+		// writes into its config, so each call gets its own.
+		db, cause = gorm.Open(dialector, &gorm.Config{Logger: logger.Discard})
+		return cause
+	}, nil)
+	if err != nil {
+		// Drivers quote the DSN in some errors: show the redacted URL, and
+		// the cause without passwords.
+		return nil, fmt.Errorf("%w: open %s: %s", locker.ErrUnavailable, urlx.Redact(u), urlx.Scrub(cause.Error(), u))
+	}
+	if sqlDB, err := db.DB(); err == nil && u.Scheme != "sqlite" {
+		sqlDB.SetMaxOpenConns(urlPoolSize)
+	}
+	d, err := newDriver(ctx, db, true, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("locker/sql: open %s: %w", urlx.Redact(u), err)
+	}
+	return d, nil
+}
+
+// urlPoolSize caps the pooled connections of a Postgres Locker opened by
+// URL (its LISTEN connection apart): every statement is one round trip on a pooled
+// connection, so waiters take turns on a few instead of holding one each,
+// and 400 waiters over 8 Lockers stay well within a server's
+// max_connections. A *gorm.DB given to New keeps its own settings.
+const urlPoolSize = 16
+
+// dialector returns what gorm opens for u, and u's options. SQLite gets
+// WAL, a busy timeout and immediate transactions, so processes on one
+// machine share the file safely.
+func dialector(u *url.URL) (gorm.Dialector, []Option, error) {
+	if u.Scheme != "sqlite" {
+		dsn, opts, err := postgresDSN(u)
+		return postgres.Open(dsn), opts, err
+	}
+	path, opts, err := sqlitePath(u)
+	return gsqlite.Open(path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"), opts, err
+}
+
+// postgresDSN takes this package's parameters out of a postgres URL and
+// returns the rest as the DSN for pgx.
+func postgresDSN(u *url.URL) (string, []Option, error) {
+	q, opts, err := takeOptions(u)
+	if err != nil {
+		return "", nil, err
 	}
 	if u.Host != "" { // else a socket directory, given as ?host=
 		if _, err := urlx.Hosts(u.Host, "5432"); err != nil {
-			return nil, urlx.Invalid(u, "%v", err)
+			return "", nil, urlx.Invalid(u, "%v", err)
 		}
 	}
-	if _, err := pgx.ParseConfig(dsn); err != nil {
-		return nil, urlx.Invalid(u, "%s", urlx.Scrub(err.Error(), u))
-	}
-	db, err := gorm.Open(postgres.Open(dsn), gormConfig())
-	return openWith(ctx, u, db, err, opts)
-}
-
-// postgresDSN takes this package's parameters out of u and returns the
-// rest as the DSN for pgx.
-func postgresDSN(u *url.URL) (string, []Option, error) {
-	q, opts, err := takeOptions(u)
 	c := *u
 	c.RawQuery = q.Encode()
-	return c.String(), opts, err
-}
-
-// openSQLite opens sqlite:///abs/path.db or sqlite:rel/path.db, creating the
-// file if missing, with WAL, a busy timeout and immediate transactions, so
-// processes on one machine share it safely.
-func openSQLite(ctx context.Context, u *url.URL) (locker.Locker, error) {
-	path, opts, err := sqlitePath(u)
-	if err != nil {
-		return nil, err
+	if _, err := pgx.ParseConfig(c.String()); err != nil {
+		return "", nil, urlx.Invalid(u, "%s", urlx.Scrub(err.Error(), u))
 	}
-	dsn := path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
-	// Retried while another process holds the file: switching a new file
-	// to WAL takes an exclusive lock that SQLite's busy handler does not
-	// wait for, so processes opening it at once meet SQLITE_BUSY here.
-	var db *gorm.DB
-	err = retry(ctx, DefaultRetryTimeout, (&sqliteDialect{}).classify, func(context.Context) (err error) {
-		if db, err = gorm.Open(gsqlite.Open(dsn), gormConfig()); err != nil {
-			closeGorm(db)
-		}
-		return err
-	}, nil)
-	return openWith(ctx, u, db, err, opts)
+	return c.String(), opts, nil
 }
 
 // sqlitePath returns the file a sqlite URL names.
@@ -120,28 +145,4 @@ func takeOptions(u *url.URL) (url.Values, []Option, error) {
 		return nil, nil, fmt.Errorf("%w: %s: %w", locker.ErrInvalidURL, urlx.Redact(u), err)
 	}
 	return q, opts, nil
-}
-
-// openWith makes the Locker over db, the outcome of gorm.Open.
-func openWith(ctx context.Context, u *url.URL, db *gorm.DB, err error, opts []Option) (locker.Locker, error) {
-	if err != nil {
-		// Drivers quote the DSN in some errors: show the redacted URL, and
-		// the cause without passwords.
-		return nil, fmt.Errorf("%w: open %s: %s", locker.ErrUnavailable, urlx.Redact(u), urlx.Scrub(err.Error(), u))
-	}
-	d, err := newDriver(ctx, db, true, opts...)
-	if err != nil {
-		closeGorm(db)
-		return nil, fmt.Errorf("locker/sql: open %s: %w", urlx.Redact(u), err)
-	}
-	return wrap(d), nil
-}
-
-func closeGorm(db *gorm.DB) {
-	if db == nil {
-		return
-	}
-	if sdb, err := db.DB(); err == nil {
-		_ = sdb.Close()
-	}
 }

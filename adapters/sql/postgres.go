@@ -4,77 +4,73 @@ import (
 	"context"
 	dbsql "database/sql"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/backoff"
 	"github.com/locker-go/locker/internal/wait"
 )
 
-// postgresDialect is the lock table on PostgreSQL.
-type postgresDialect struct {
-	statements
-	name string // table name, also the NOTIFY channel
-}
-
-func newPostgres(table string) *postgresDialect {
-	r := strings.NewReplacer("{t}", `"`+table+`"`, "{q}", `"`+table+`_queue"`, "{tn}", table, "{now}", "clock_timestamp()",
-		"{ttl}", "clock_timestamp() + $3::float8 * interval '1 millisecond'",
-		"{id}", `(' ' || $4::text || ' ')`, "{next}", pgNext)
-	sub := func(s string) string { return r.Replace(r.Replace(s)) } // twice: {next} holds placeholders
-	p := &postgresDialect{name: table}
-	p.sql = queries{
-		acquire:       sub(pgUpsert + "\nSELECT fence FROM ins"),
-		acquireQueued: sub(pgUpsert + pgQueue),
-		wait:          sub(pgWait),
-		leave:         sub(pgLeave),
-		refresh:       sub(pgRefresh),
-		release:       sub(pgRelease),
-		expire:        sub(pgExpire),
-		force:         sub(pgForce),
-		info:          sub(pgInfo),
-		prefix:        `left("key", char_length($1)) = $1`,
+// pgDialect is the lock table on PostgreSQL.
+func pgDialect(table string) *dialect {
+	fill := filler(table, "{q}", `"{tn}_queue"`, "{now}", "clock_timestamp()", "{ms}", "::float8 * interval '1 millisecond'",
+		"{pos}", "strpos", "{int}", "::int", "{max}", "GREATEST", "{id}", `(' ' || $4::text || ' ')`, "{next}", pgNext)
+	return &dialect{
+		q: queries{
+			acquire:       fill(pgUpsert + "\nSELECT fence FROM ins"),
+			acquireQueued: fill(pgUpsert + pgQueue),
+			wait:          fill(pgWait),
+			leave:         fill(pgLeave),
+			refresh:       fill(refresh),
+			release:       fill(pgRelease),
+			expire:        fill(pgExpire),
+			force:         fill(pgForce),
+			info:          fill(pgInfo),
+		},
+		migrate: func(ctx context.Context, tx *dbsql.Tx) error {
+			_, err := tx.ExecContext(ctx, fill(pgSchema))
+			return err
+		},
+		classify:    pgClassify,
+		setup:       pgSetup,
+		acquireOnce: runAcquire,
+		releaseOnce: runRelease,
 	}
-	return p
 }
 
-// The Postgres statements (see queries), before newPostgres names the
-// table ({t}), its queue ({q}) and the bare name ({tn}: advisory lock,
-// fence sequence, NOTIFY channel).
+// The Postgres statements (see queries and filler). {q} is the queue
+// table; {tn} also names the advisory lock, fence sequence and NOTIFY channel.
 const (
 	// pgNext wakes the first live waiter once d has freed the key.
 	pgNext = `n AS (SELECT pg_notify('{tn}', w.token) FROM (SELECT token FROM {q}
 	WHERE "key" = $1 AND expires_at > {now} AND EXISTS (SELECT 1 FROM d) ORDER BY seq LIMIT 1) w)`
 	// lk serializes the acquirers of one key until commit, so that fences
 	// are drawn in the order acquisitions land (see the package doc). A
-	// live row of the same owner gains the hold id unless it has it
-	// already, whatever the queue; a free or expired row is taken unless a
-	// live waiter queued before us ($5, our token; "" is behind every
-	// waiter).
+	// live row of the same owner is re-entered whatever the queue; a free
+	// or expired row is taken unless a live waiter queued before us ($5,
+	// our token; "" is behind every waiter).
 	pgUpsert = `WITH lk AS MATERIALIZED (SELECT pg_advisory_xact_lock(hashtext('{tn}'), hashtext($1::text))),
 ahead AS MATERIALIZED (SELECT 1 FROM {q} w, lk WHERE w."key" = $1::text AND w.token <> $5::text AND w.expires_at > {now}
 	AND w.seq < coalesce((SELECT seq FROM {q} WHERE "key" = $1::text AND token = $5::text), 9223372036854775807) LIMIT 1),
 ins AS (
 	INSERT INTO {t} AS l ("key", owner, fence, holds, ids, expires_at)
-	SELECT $1::text, $2::text, nextval('"{tn}_fence"'), 1, {id}, {ttl} FROM lk
+	SELECT $1::text, $2::text, nextval('"{tn}_fence"'), 1, {id}, {now} + $3{ms} FROM lk
 	WHERE NOT EXISTS (SELECT 1 FROM ahead) OR EXISTS (SELECT 1 FROM {t} WHERE "key" = $1::text)
-	ON CONFLICT ("key") DO UPDATE SET
-		fence = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN l.fence ELSE excluded.fence END,
-		holds = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN l.holds + (strpos(l.ids, excluded.ids) = 0)::int ELSE 1 END,
-		ids = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN
-			CASE WHEN strpos(l.ids, excluded.ids) = 0 THEN l.ids || $4::text || ' ' ELSE l.ids END ELSE excluded.ids END,
-		expires_at = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now} THEN GREATEST(l.expires_at, excluded.expires_at) ELSE excluded.expires_at END,
-		owner = excluded.owner
-	WHERE (l.owner = excluded.owner AND l.expires_at > {now}) OR (l.expires_at <= {now} AND NOT EXISTS (SELECT 1 FROM ahead))
+	{upsert}
+	WHERE ({mine}) OR (l.expires_at <= {now} AND NOT EXISTS (SELECT 1 FROM ahead))
 	RETURNING fence)`
-	// pgQueue: a queued waiter's attempt also leaves the queue when it
-	// acquires, or else takes (or keeps) its place there until {ttl}, and
-	// clears places that lapsed.
+	// pgQueue: a queued waiter leaves the queue when it acquires, else
+	// takes or keeps its place for the TTL; lapsed places are cleared.
 	pgQueue = `,
 deq AS (DELETE FROM {q} WHERE "key" = $1::text AND token = $5::text AND EXISTS (SELECT 1 FROM ins)),
-enq AS (INSERT INTO {q} ("key", token, expires_at) SELECT $1::text, $5::text, {ttl} WHERE NOT EXISTS (SELECT 1 FROM ins)
+enq AS (INSERT INTO {q} ("key", token, expires_at) SELECT $1::text, $5::text, {now} + $3{ms} WHERE NOT EXISTS (SELECT 1 FROM ins)
 	ON CONFLICT ("key", token) DO UPDATE SET expires_at = excluded.expires_at),
 gc AS (DELETE FROM {q} WHERE "key" = $1::text AND token <> $5::text AND expires_at <= {now})
 SELECT fence FROM ins`
@@ -91,12 +87,9 @@ SELECT count(*) FROM (SELECT pg_notify('{tn}', w.token) FROM (SELECT token FROM 
 	WHERE "key" = $1 AND token <> $2 AND expires_at > {now} AND EXISTS (SELECT 1 FROM d)
 		AND NOT EXISTS (SELECT 1 FROM {t} WHERE "key" = $1 AND expires_at > {now})
 	ORDER BY seq LIMIT 1) w) n`
-	pgRefresh = `UPDATE {t} SET expires_at = GREATEST(expires_at, {now} + $5::float8 * interval '1 millisecond')
-WHERE "key" = $1 AND owner = $2 AND fence = $3 AND strpos(ids, {id}) > 0 RETURNING 1`
-	// pgRelease: d and u are exclusive. exists sees the row as the
-	// statement's snapshot did, to tell a lost race (hold still there, but
-	// the row changed meanwhile by another release of the same owner:
-	// retry) from a hold that is not there.
+	// pgRelease: d and u are exclusive. exists sees the row in the
+	// statement's snapshot: the hold there, but the row changed meanwhile
+	// by another release of the owner, is a lost race (retry).
 	pgRelease = `WITH d AS (DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND ($3::bigint = 0 OR fence = $3) AND ids = {id} RETURNING "key"),
 u AS (UPDATE {t} SET holds = holds - 1, ids = replace(ids, {id}, ' ')
 	WHERE "key" = $1 AND owner = $2 AND ($3::bigint = 0 OR fence = $3) AND strpos(ids, {id}) > 0 AND ids <> {id} RETURNING "key"),
@@ -112,37 +105,9 @@ SELECT coalesce((SELECT bool_or(live) FROM d), false), (SELECT count(*) FROM n)`
 	pgInfo = `SELECT "key", owner, fence, holds, (extract(epoch FROM expires_at) * 1000)::bigint FROM {t} WHERE expires_at > {now}`
 )
 
-// migrate takes turns with other sessions first: CREATE … IF NOT EXISTS
-// still fails when two sessions race to create the same table.
-func (p *postgresDialect) migrate(ctx context.Context, tx *dbsql.Tx) error {
-	r := strings.NewReplacer("{t}", `"`+p.name+`"`, "{tn}", p.name)
-	return execAll(ctx, tx,
-		r.Replace(`SELECT pg_advisory_xact_lock(hashtext('locker/sql migrate {tn}'))`),
-		r.Replace(`CREATE TABLE IF NOT EXISTS {t} (
-	"key" text COLLATE "C" PRIMARY KEY,
-	owner text NOT NULL,
-	fence bigint NOT NULL,
-	holds integer NOT NULL,
-	ids text NOT NULL DEFAULT ' ',
-	expires_at timestamptz NOT NULL
-)`),
-		// Tables made before hold ids existed. (Their rows then have no
-		// ids; they lapse by their TTL.)
-		r.Replace(`ALTER TABLE {t} ADD COLUMN IF NOT EXISTS ids text NOT NULL DEFAULT ' '`),
-		r.Replace(`CREATE SEQUENCE IF NOT EXISTS "{tn}_fence"`),
-		r.Replace(`CREATE TABLE IF NOT EXISTS "{tn}_queue" (
-	"key" text COLLATE "C" NOT NULL,
-	token text NOT NULL,
-	seq bigint GENERATED ALWAYS AS IDENTITY,
-	expires_at timestamptz NOT NULL,
-	PRIMARY KEY ("key", token)
-)`))
-}
-
-// classify: server errors are transient only for the codes below; any
-// other failure (no PgError) is the connection's, transient, and may have
-// been applied unless pgx knows it never sent the statement.
-func (p *postgresDialect) classify(err error) (bool, bool) {
+// pgClassify: server errors are transient for the codes below; other
+// failures are the connection's: transient, applied unless pgx knows not.
+func pgClassify(err error) (bool, bool) {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
@@ -159,9 +124,8 @@ func (p *postgresDialect) classify(err error) (bool, bool) {
 	return true, !pgconn.SafeToRetry(err)
 }
 
-func (d *sqlDriver) initPostgres(ctx context.Context) error {
-	p := newPostgres(d.cfg.table)
-	d.d, d.q = p, p.sql
+// pgSetup listens through pgx for the table's notifications.
+func pgSetup(ctx context.Context, d *sqlDriver) error {
 	var cfg *pgx.ConnConfig
 	err := d.retry(ctx, func(ctx context.Context) error {
 		c, err := d.db.Conn(ctx)
@@ -185,9 +149,144 @@ func (d *sqlDriver) initPostgres(ctx context.Context) error {
 		d.poll, d.hub = true, wait.NewHub(localChannel{})
 		return nil
 	}
-	ls := newListener(cfg, p.name)
-	d.hub = wait.NewHub(ls)
-	ls.hub = d.hub
-	d.stop = ls.close
+	ls := newListener(cfg, d.cfg.table)
+	d.hub, d.stop = ls.hub, ls.close
 	return nil
+}
+
+// pgSchema takes turns with other sessions first: CREATE … IF NOT EXISTS
+// still fails when two sessions race to create the same table. The ids
+// column is added to tables made before hold ids existed (their rows then
+// have no ids; they lapse by their TTL).
+const pgSchema = `SELECT pg_advisory_xact_lock(hashtext('locker/sql migrate {tn}'));
+CREATE TABLE IF NOT EXISTS {t} (
+	"key" text COLLATE "C" PRIMARY KEY,
+	owner text NOT NULL,
+	fence bigint NOT NULL,
+	holds integer NOT NULL,
+	ids text NOT NULL DEFAULT ' ',
+	expires_at timestamptz NOT NULL
+);
+ALTER TABLE {t} ADD COLUMN IF NOT EXISTS ids text NOT NULL DEFAULT ' ';
+CREATE SEQUENCE IF NOT EXISTS "{tn}_fence";
+CREATE TABLE IF NOT EXISTS {q} (
+	"key" text COLLATE "C" NOT NULL,
+	token text NOT NULL,
+	seq bigint GENERATED ALWAYS AS IDENTITY,
+	expires_at timestamptz NOT NULL,
+	PRIMARY KEY ("key", token)
+);`
+
+// listener is a driver's one dedicated Postgres connection LISTENing on
+// the table's channel, feeding every notification (payload: the token of
+// the waiter whose turn it is) to its hub. As the hub's wait.Channel, a
+// waiter's subscription needs only the LISTEN to be live.
+type listener struct {
+	cfg     *pgx.ConnConfig
+	channel string
+	hub     *wait.Hub
+	ctx     context.Context // ends at close
+	cancel  context.CancelFunc
+	start   sync.Once
+	done    chan struct{}
+
+	mu  sync.Mutex
+	up  chan struct{} // closed while listening
+	err error         // why the last connection attempt or connection failed
+}
+
+func newListener(cfg *pgx.ConnConfig, channel string) *listener {
+	ls := &listener{cfg: cfg, channel: channel, done: make(chan struct{}), up: make(chan struct{})}
+	ls.ctx, ls.cancel = context.WithCancel(context.Background())
+	ls.hub = wait.NewHub(ls)
+	return ls
+}
+
+// Subscribe starts the listener on first use and returns once the channel
+// is LISTENed to: a release committed after that reaches the hub.
+func (ls *listener) Subscribe(ctx context.Context, _ string) error {
+	ls.start.Do(func() { go ls.run() })
+	ls.mu.Lock()
+	up := ls.up
+	ls.mu.Unlock()
+	select {
+	case <-up:
+		return nil
+	case <-ls.ctx.Done():
+		return locker.ErrClosed
+	case <-ctx.Done():
+		ls.mu.Lock()
+		defer ls.mu.Unlock()
+		if ls.err != nil {
+			return fmt.Errorf("%w: LISTEN: %w", ctx.Err(), locker.Unavailable(ls.err))
+		}
+		return ctx.Err()
+	}
+}
+
+// Unsubscribe does nothing: the channel carries every key.
+func (ls *listener) Unsubscribe(string) {}
+
+// run keeps one LISTEN connection up until close, reconnecting with
+// backoff, which starts over once a connection was up.
+func (ls *listener) run() {
+	defer close(ls.done)
+	for p := (backoff.Policy{Min: 10 * time.Millisecond, Max: time.Second}); ls.ctx.Err() == nil; backoff.Sleep(ls.ctx, p.Min) {
+		backoff.Retry(ls.ctx, p, func(context.Context) bool {
+			err := ls.listen()
+			ls.mu.Lock()
+			defer ls.mu.Unlock()
+			ls.err = err
+			select {
+			case <-ls.up: // it was up: mark it down
+				ls.up = make(chan struct{})
+				return true
+			default:
+				return false
+			}
+		})
+	}
+}
+
+// listen connects, LISTENs, and delivers notifications until the
+// connection fails or the listener closes.
+func (ls *listener) listen() error {
+	ctx, cancel := context.WithTimeout(ls.ctx, 10*time.Second)
+	cfg := ls.cfg.Copy()
+	// A config taken from a pooled connection carries that connection's
+	// notification buffer: let pgx set up this connection's own.
+	cfg.OnNotification = nil
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err == nil {
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = conn.Close(ctx)
+		}()
+		_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{ls.channel}.Sanitize())
+	}
+	cancel()
+	if err != nil {
+		return err
+	}
+	ls.mu.Lock()
+	close(ls.up)
+	ls.mu.Unlock()
+	// Releases while no connection listened were not heard: every waiter
+	// tries again.
+	ls.hub.NotifyAll()
+	for {
+		n, err := conn.WaitForNotification(ls.ctx)
+		if err != nil {
+			return err
+		}
+		ls.hub.Notify(n.Payload)
+	}
+}
+
+// close stops the listener and waits for it (idempotent).
+func (ls *listener) close() {
+	ls.cancel()
+	ls.start.Do(func() { close(ls.done) }) // never started
+	<-ls.done
 }

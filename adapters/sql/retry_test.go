@@ -72,7 +72,6 @@ func TestSQLiteBusyRetried(t *testing.T) {
 }
 
 func TestPostgresClassify(t *testing.T) {
-	p := newPostgres(DefaultTable)
 	for _, c := range []struct {
 		err                  error
 		transient, ambiguous bool
@@ -84,7 +83,7 @@ func TestPostgresClassify(t *testing.T) {
 		{errors.New("read tcp: connection reset by peer"), true, true},
 		{errors.New("sql: database is closed"), false, false},
 	} {
-		tr, amb := p.classify(c.err)
+		tr, amb := pgClassify(c.err)
 		if tr != c.transient || (tr && amb != c.ambiguous) {
 			t.Errorf("classify(%v) = %v, %v; want %v, %v", c.err, tr, amb, c.transient, c.ambiguous)
 		}

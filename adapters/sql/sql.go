@@ -3,51 +3,48 @@ package sql
 import (
 	"context"
 	dbsql "database/sql"
+	"errors"
 	"fmt"
+	"regexp"
 	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
 	"github.com/locker-go/locker/internal/wait"
 )
 
-// dialect is what differs between Postgres and SQLite: the schema, the
-// statements (their text, and statements runs acquire and release), and
-// which errors are worth retrying.
-type dialect interface {
-	migrate(ctx context.Context, tx *dbsql.Tx) error // creates the schema
-	// acquire makes one attempt; remaining is the time a refused Lock may
-	// wait (<= 0 if unknown). token is a waiting Lock's place in the key's
-	// queue ("" for none). id names the hold this attempt adds.
-	acquire(ctx context.Context, db *dbsql.DB, key, owner, id, token string, ttl time.Duration) (fence uint64, held bool, remaining time.Duration, err error)
-	// release takes hold id off the row with fence (any, if 0); freed: the
-	// row went with it. A hold already taken off is not there to take
-	// again: a retry never drops another hold.
-	release(ctx context.Context, db *dbsql.DB, key, owner, id string, fence uint64) (ok, freed bool, err error)
-	// classify tells whether err is worth retrying, and whether the failed
-	// statement may nevertheless have been applied.
-	classify(err error) (transient, ambiguous bool)
+// dialect is one database: its statements, and hooks for the rest.
+// Adding a database is writing one and naming it in gormDialects.
+type dialect struct {
+	q        queries
+	migrate  func(ctx context.Context, tx *dbsql.Tx) error // creates the schema if missing
+	classify func(err error) (transient, ambiguous bool)   // ambiguous: may have been applied
+	// setup readies waking: d.hub, and d.poll, d.gate, d.stop as needed.
+	setup func(ctx context.Context, d *sqlDriver) error
+	// acquireOnce and releaseOnce make one attempt: runAcquire and
+	// runRelease, where the database runs q as it is.
+	acquireOnce func(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error)
+	releaseOnce func(ctx context.Context, h *hold) (ok, freed bool, err error)
 }
+
+var gormDialects = map[string]func(table string) *dialect{"postgres": pgDialect, "sqlite": sqliteDialect}
 
 // sqlDriver is the driver.Driver (with Notifier and Admin) over a lock table.
 type sqlDriver struct {
+	*dialect
 	db    *dbsql.DB
 	owned bool // opened by this package: closed by Close
-	d     dialect
-	q     queries // d's statements
 	cfg   config
 	hub   *wait.Hub
-	// poll is true when no backend notification reaches every waiter
-	// (SQLite, Postgres without LISTEN): waiters also wake on a short
-	// backoff, and releases wake the key's waiters of this process. Else
-	// waiters queue in the database and the release wakes the first one by
-	// its token (Postgres with LISTEN).
+	// poll: no backend notification reaches every waiter (SQLite, Postgres
+	// without LISTEN), so waiters also poll, and releases wake this
+	// process's waiters by key. Else waiters queue in the database, and a
+	// release wakes the first by its token.
 	poll bool
-	// gate, when set, is held around every statement (see fileState).
-	gate chan struct{}
-	// stop ends what the dialect runs in the background (LISTEN, file refs).
-	stop func()
+	gate chan struct{} // if set, held around every statement (see fileState)
+	stop func()        // ends the dialect's background work (LISTEN, file refs)
 }
 
 // New returns a Locker over db, a PostgreSQL or SQLite handle opened by
@@ -61,7 +58,7 @@ func New(db *gorm.DB, opts ...Option) (locker.Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return wrap(d), nil
+	return locker.New(d), nil
 }
 
 func newDriver(ctx context.Context, gdb *gorm.DB, owned bool, opts ...Option) (*sqlDriver, error) {
@@ -76,49 +73,32 @@ func newDriver(ctx context.Context, gdb *gorm.DB, owned bool, opts ...Option) (*
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
-	d := &sqlDriver{db: db, owned: owned, cfg: cfg, stop: func() {}}
-	switch name := gdb.Dialector.Name(); name {
-	case "postgres":
-		err = d.initPostgres(ctx)
-	case "sqlite":
-		err = d.initSQLite(ctx)
-	default:
+	name := gdb.Dialector.Name()
+	if gormDialects[name] == nil {
 		return nil, fmt.Errorf("%w: gorm dialect %q: want postgres or sqlite", ErrInvalidOption, name)
 	}
-	if err == nil {
-		err = d.retry(ctx, d.migrate, nil)
+	d := &sqlDriver{dialect: gormDialects[name](cfg.table), db: db, owned: owned, cfg: cfg, stop: func() {}}
+	if err = d.setup(ctx, d); err == nil {
+		err = d.retry(ctx, d.migrateTx, nil)
 	}
 	if err != nil {
-		d.stop()
+		_ = d.Close(ctx)
 		return nil, err
 	}
 	return d, nil
 }
 
-// migrate creates the schema, if missing, in one transaction.
-func (d *sqlDriver) migrate(ctx context.Context) error {
+// migrateTx creates the schema, if missing, in one transaction.
+func (d *sqlDriver) migrateTx(ctx context.Context) error {
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	if err := d.d.migrate(ctx, tx); err != nil {
+	if err := d.migrate(ctx, tx); err != nil {
 		return err
 	}
 	return tx.Commit()
-}
-
-// opened, when set (by this package's tests), learns every Locker made
-// here along with its driver.
-var opened func(locker.Locker, *sqlDriver)
-
-// wrap returns the portable Locker over d.
-func wrap(d *sqlDriver) locker.Locker {
-	l := locker.New(d)
-	if opened != nil {
-		opened(l, d)
-	}
-	return l
 }
 
 // Close releases the driver's connections (the database handle too, if
@@ -130,3 +110,45 @@ func (d *sqlDriver) Close(context.Context) error {
 	}
 	return nil
 }
+
+// DefaultTable is the lock table's name unless WithTable says otherwise.
+const DefaultTable = "locker_locks"
+
+// DefaultRetryTimeout bounds the retries of transient errors when the
+// caller's context has no earlier deadline.
+const DefaultRetryTimeout = 5 * time.Second
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	table        string
+	retryTimeout time.Duration
+}
+
+// WithTable sets the lock table's name (default locker_locks): lower-case
+// letters, digits and underscores, starting with a letter or underscore, at
+// most 48 bytes (the fence sequence and notification channel derive their
+// names from it). Tables are independent lock namespaces.
+func WithTable(name string) Option { return func(c *config) { c.table = name } }
+
+// WithRetryTimeout sets how long transient errors are retried when the
+// caller's context allows longer (default 5s); 0 or less disables retries.
+func WithRetryTimeout(d time.Duration) Option { return func(c *config) { c.retryTimeout = d } }
+
+var tableName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
+
+func resolve(opts []Option) (config, error) {
+	c := config{table: DefaultTable, retryTimeout: DefaultRetryTimeout}
+	for _, o := range opts {
+		o(&c)
+	}
+	if !tableName.MatchString(c.table) {
+		return config{}, fmt.Errorf("%w: table name %q: want [a-z_][a-z0-9_]*, at most 48 bytes", ErrInvalidOption, c.table)
+	}
+	return c, nil
+}
+
+// ErrInvalidOption reports a bad option given to New. From a URL parameter
+// it also matches locker.ErrInvalidURL.
+var ErrInvalidOption = errors.New("locker/sql: invalid option")

@@ -4,69 +4,104 @@ import (
 	"context"
 	dbsql "database/sql"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
+	"github.com/locker-go/locker/internal/backoff"
 )
 
-// queries is a dialect's SQL. Both dialects' statements take the same
-// arguments (SQLite ignores those it does not use) and return the same
-// columns, so the same Go runs either. Where a statement deletes a row,
-// Postgres also wakes the key's first live waiter, and a column counts it.
+// queries is a dialect's SQL. Every dialect's statements take the same
+// arguments and return the same columns, so the same Go runs them all.
+// Postgres also wakes the key's first live waiter where a statement frees
+// the key, counted in a column.
 type queries struct {
 	// acquire ($1 key, $2 owner, $3 TTL ms, $4 hold id, $5 token) returns
-	// the fence if the key is now held, else no row. A live row of the same
-	// owner gains hold id unless it has it already (a retry of this very
-	// call); acquireQueued also takes, keeps or leaves the waiter's place.
+	// the fence if the key is now held, else no row; acquireQueued also
+	// takes, keeps or leaves the waiter's place.
 	acquire, acquireQueued string
-	// wait ($1 key, $2 token) is the ms a refused waiter may wait; 0 if the
-	// key came free meanwhile.
-	wait string
-	// leave ($1 key, $2 token) takes a waiter out of the queue and, if the
-	// key is free, wakes the next one (Postgres only).
-	leave string
+	// wait ($1 key, $2 token): the ms a refused waiter may wait, 0 if the
+	// key came free meanwhile. leave ($1 key, $2 token): take a waiter out
+	// of the queue, and if the key is free wake the next (Postgres only).
+	wait, leave string
 	// refresh ($1 key, $2 owner, $3 fence, $4 hold id, $5 TTL ms) extends
 	// the row if it still has the hold: a row if so.
 	refresh string
 	// release ($1 key, $2 owner, $3 fence or 0 for any, $4 hold id) takes
-	// the hold off the row, deleting the row with its last hold. It
-	// returns (deleted, decremented, notified, exists): exists tells a lost
-	// race (the hold is still there) from a hold that is not.
+	// the hold off the row, deleting the row with its last hold: (deleted,
+	// decremented, notified, exists), exists telling a lost race (the hold
+	// is still there) from a hold that is not.
 	release string
-	// expire ($1 key, $2 owner, $3 fence) deletes the row if it has
-	// expired: (deleted, notified). force ($1 key) deletes it whatever
-	// holds it: (it was live, notified).
+	// expire ($1 key, $2 owner, $3 fence) deletes the row if it has expired:
+	// (deleted, notified). force ($1 key) deletes it: (it was live, notified).
 	expire, force string
 	// info selects key, owner, fence, holds, expiry in Unix ms of the live
-	// rows, ready for "AND <cond>"; prefix is the condition "key begins
-	// with $1".
-	info, prefix string
+	// rows, ready for "AND <cond>".
+	info string
 }
 
-// statements runs a dialect's acquire and release.
-type statements struct{ sql queries }
+// upsert is acquire's conflict clause: a live row of the same owner is
+// re-entered, gaining the hold id unless it has it (a retry of this very
+// call); an expired one is taken over: new owner, fence, one hold.
+const upsert = `ON CONFLICT ("key") DO UPDATE SET
+	fence = CASE WHEN {mine} THEN l.fence ELSE excluded.fence END,
+	holds = CASE WHEN {mine} THEN l.holds + ({pos}(l.ids, excluded.ids) = 0){int} ELSE 1 END,
+	ids = CASE WHEN {mine} THEN
+		CASE WHEN {pos}(l.ids, excluded.ids) = 0 THEN l.ids || substr(excluded.ids, 2) ELSE l.ids END ELSE excluded.ids END,
+	expires_at = CASE WHEN {mine} THEN {max}(l.expires_at, excluded.expires_at) ELSE excluded.expires_at END,
+	owner = excluded.owner`
 
-func (s *statements) acquire(ctx context.Context, db *dbsql.DB, key, owner, id, token string, ttl time.Duration) (uint64, bool, time.Duration, error) {
-	q := s.sql.acquire
+const refresh = `UPDATE {t} SET expires_at = {max}(expires_at, {now} + $5{ms})
+WHERE "key" = $1 AND owner = $2 AND fence = $3 AND {pos}(ids, {id}) > 0 RETURNING 1`
+
+// filler fills in a dialect's statements: the table ({t} quoted, {tn}
+// bare), the parts above, and the dialect's pairs ({now}; {ms}: from ms to
+// the expiry's unit; {pos}, {int}, {max}; {id}: $4 spaced as in ids), until
+// none is left, since parts hold names themselves.
+func filler(table string, pairs ...string) func(string) string {
+	r := strings.NewReplacer(append(pairs, "{t}", `"{tn}"`, "{tn}", table, "{upsert}", upsert,
+		"{mine}", "l.owner = excluded.owner AND l.expires_at > {now}")...)
+	return func(s string) string {
+		for t := r.Replace(s); t != s; t = r.Replace(s) {
+			s = t
+		}
+		return s
+	}
+}
+
+// hasPrefix is the condition "key begins with $1", for info.
+const hasPrefix = `substr("key", 1, length($1)) = $1`
+
+// runAcquire is one attempt of q.acquire.
+func runAcquire(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error) {
+	q, token := d.q.acquire, d.token(r)
 	if token != "" {
-		q = s.sql.acquireQueued
+		q = d.q.acquireQueued
 	}
 	var fence uint64
-	err := db.QueryRowContext(ctx, q, key, owner, ttl.Milliseconds(), id, token).Scan(&fence)
-	if !errors.Is(err, dbsql.ErrNoRows) {
-		return fence, err == nil, 0, err
+	switch err := d.db.QueryRowContext(ctx, q, r.Key, r.Owner, r.TTL.Milliseconds(), r.ID, token).Scan(&fence); {
+	case err == nil:
+		h := &hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, fence: fence, ttl: r.TTL}
+		return driver.Grant{Hold: h, Fence: fence}, nil
+	case !errors.Is(err, dbsql.ErrNoRows):
+		return driver.Grant{}, err
 	}
 	// Refused. The refused upsert cannot return the holder's row, so a
 	// second, read-only statement asks how long to wait.
 	var ms int64
-	err = db.QueryRowContext(ctx, s.sql.wait, key, token).Scan(&ms)
-	return 0, false, time.Duration(ms) * time.Millisecond, err
+	err := d.db.QueryRowContext(ctx, d.q.wait, r.Key, token).Scan(&ms)
+	return driver.Grant{Retry: time.Duration(ms) * time.Millisecond}, err
 }
 
-func (s *statements) release(ctx context.Context, db *dbsql.DB, key, owner, id string, fence uint64) (ok, freed bool, err error) {
+// runRelease is one attempt of q.release.
+func runRelease(ctx context.Context, h *hold) (ok, freed bool, err error) {
 	var (
 		deleted, decremented, notified int
 		exists                         bool
 	)
-	err = row(db.QueryRowContext(ctx, s.sql.release, key, owner, int64(fence), id), &deleted, &decremented, &notified, &exists)
+	err = row(h.d.db.QueryRowContext(ctx, h.d.q.release, h.key, h.owner, int64(h.fence), h.id), &deleted, &decremented, &notified, &exists)
 	if err == nil && deleted+decremented == 0 && exists {
 		err = errRace
 	}
@@ -88,12 +123,51 @@ func row(r *dbsql.Row, dest ...any) error {
 	return nil
 }
 
-// execAll runs stmts in tx, up to the first that fails.
-func execAll(ctx context.Context, tx *dbsql.Tx, stmts ...string) error {
-	for _, s := range stmts {
-		if _, err := tx.ExecContext(ctx, s); err != nil {
-			return err
+// errRace is returned by a statement that lost a race it can retry at once
+// (see pgRelease); it is transient and was not applied.
+var errRace = errors.New("locker/sql: concurrent change, retrying")
+
+// retry runs op, holding the process's gate to the database if any, as
+// retry does with the dialect's classify.
+func (d *sqlDriver) retry(ctx context.Context, op func(context.Context) error, ambiguous *bool) error {
+	return retry(ctx, d.cfg.retryTimeout, d.classify, func(ctx context.Context) error {
+		if d.gate != nil {
+			select {
+			case d.gate <- struct{}{}:
+				defer func() { <-d.gate }()
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
+		return op(ctx)
+	}, ambiguous)
+}
+
+// retry runs op, and again after transient errors, with backoff, until
+// ctx's deadline or timeout. It reports through *ambiguous (if not nil)
+// whether a failed try may have been applied (so does a try cut short by
+// the end of ctx). Errors wrap locker.ErrUnavailable, or ctx.Err() once
+// ctx has ended.
+func retry(ctx context.Context, timeout time.Duration, classify func(error) (transient, ambiguous bool), op func(context.Context) error, ambiguous *bool) error {
+	if ambiguous == nil {
+		ambiguous = new(bool)
 	}
-	return nil
+	var err error
+	p := backoff.Policy{Min: time.Millisecond, Max: 200 * time.Millisecond, Jitter: true, Until: time.Now().Add(timeout)}
+	backoff.Retry(ctx, p, func(ctx context.Context) bool {
+		if err = op(ctx); err == nil || errors.Is(err, errRace) {
+			return err == nil
+		}
+		// A statement cut short by ctx may have been applied by the server.
+		transient, amb := classify(err)
+		*ambiguous = *ambiguous || amb || ctx.Err() != nil
+		return !transient || ctx.Err() != nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("locker/sql: %w (%v)", ctx.Err(), err)
+	}
+	return locker.Unavailable(err)
 }

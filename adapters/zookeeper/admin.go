@@ -11,22 +11,17 @@ import (
 )
 
 // Status returns the holder of key: the first node of its queue. Holds is
-// the hold count when this Locker is the holder (re-entry is counted per
-// Locker, not in ZooKeeper), else 1. Expires is zero: the lock lives as
-// long as the holder's session.
+// 1 (the portable Locker counts its own re-entered holds). Expires is
+// zero: the lock lives as long as the holder's session.
 func (z *zkDriver) Status(ctx context.Context, key string) (locker.LockInfo, error) {
 	info, _, err := z.holder(ctx, key)
 	return info, err
 }
 
-// List returns the held locks whose keys begin with prefix: escape keeps
-// prefixes, so only the key nodes whose names begin with escape(prefix)
-// are read.
+// List returns the held locks whose keys begin with prefix, reading only
+// the key nodes whose names begin with escape(prefix).
 func (z *zkDriver) List(ctx context.Context, prefix string) ([]locker.LockInfo, error) {
-	names, err := call(ctx, func() ([]string, error) {
-		c, _, err := z.primary.conn.Children(z.cfg.root)
-		return c, err
-	})
+	names, err := z.primary.children(ctx, z.cfg.root)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, nil
 	}
@@ -69,10 +64,7 @@ func (z *zkDriver) ForceUnlock(ctx context.Context, key string) error {
 func (z *zkDriver) holder(ctx context.Context, key string) (locker.LockInfo, string, error) {
 	parent := z.cfg.root + "/" + escape(key)
 	for range maxAttempts { // the holder may leave between listing and reading
-		children, err := call(ctx, func() ([]string, error) {
-			c, _, err := z.primary.conn.Children(parent)
-			return c, err
-		})
+		children, err := z.primary.children(ctx, parent)
 		if errors.Is(err, zk.ErrNoNode) {
 			return locker.LockInfo{}, "", locker.ErrNotHeld
 		}
@@ -84,13 +76,10 @@ func (z *zkDriver) holder(ctx context.Context, key string) (locker.LockInfo, str
 			return locker.LockInfo{}, "", locker.ErrNotHeld
 		}
 		path := parent + "/" + nodes[0]
-		type got struct {
-			data []byte
-			stat *zk.Stat
-		}
-		g, err := call(ctx, func() (got, error) {
-			data, st, err := z.primary.conn.Get(path)
-			return got{data, st}, err
+		var st *zk.Stat
+		owner, err := call(ctx, func() (o []byte, err error) {
+			o, st, err = z.primary.conn.Get(path)
+			return o, err
 		})
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
@@ -98,22 +87,7 @@ func (z *zkDriver) holder(ctx context.Context, key string) (locker.LockInfo, str
 		if err != nil {
 			return locker.LockInfo{}, "", backendErr("read holder", err)
 		}
-		return locker.LockInfo{
-			Key: key, Owner: string(g.data), Fence: uint64(g.stat.Czxid),
-			Holds: z.localHolds(path), Waiters: len(nodes) - 1,
-		}, path, nil
+		return locker.LockInfo{Key: key, Owner: string(owner), Fence: uint64(st.Czxid), Holds: 1, Waiters: len(nodes) - 1}, path, nil
 	}
 	return locker.LockInfo{}, "", locker.Unavailable(errors.New("locker/zookeeper: the holder keeps changing"))
-}
-
-// localHolds is the hold count of path if this Locker holds it, else 1.
-func (z *zkDriver) localHolds(path string) int {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	for _, h := range z.holds {
-		if h.path == path && h.count > 0 {
-			return h.count
-		}
-	}
-	return 1
 }

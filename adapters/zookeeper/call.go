@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -36,9 +37,29 @@ func call[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 	}
 }
 
-// backendErr wraps a failed ZooKeeper call: connection and session failures
-// match locker.ErrUnavailable; ctx errors pass through for the portable
-// Locker to map.
+// ask is call for a request on s: any answer from the server, even an
+// error such as ErrNoNode, shows the session alive when it was sent.
+func ask[T any](ctx context.Context, s *session, fn func() (T, error)) (T, error) {
+	sent := time.Now()
+	return call(ctx, func() (T, error) {
+		v, err := fn()
+		if !connErr(err) {
+			s.contact(sent)
+		}
+		return v, err
+	})
+}
+
+// children lists path's children.
+func (s *session) children(ctx context.Context, path string) ([]string, error) {
+	return ask(ctx, s, func() ([]string, error) {
+		c, _, err := s.conn.Children(path)
+		return c, err
+	})
+}
+
+// backendErr wraps a failed call: connection and session failures match
+// locker.ErrUnavailable; ctx errors pass through.
 func backendErr(op string, err error) error {
 	switch {
 	case err == nil:

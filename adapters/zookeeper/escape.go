@@ -7,14 +7,11 @@ import (
 	"unicode/utf8"
 )
 
-// escape turns a key into one ZooKeeper node name. It percent-encodes, per
-// UTF-8 byte, '/' (which would nest), '%' (the escape itself), a leading '.'
-// (so "." and ".." cannot occur) and every rune ZooKeeper refuses in a path:
-// controls, U+D800–U+F8FF, U+FFF0–U+FFFF, and runes above U+FFFF (Java
-// stores those as surrogates, which the server rejects). Each rune is
-// encoded on its own, so escape is injective and keeps prefixes: a key
-// beginning with p has a name beginning with escape(p), which List and the
-// tests' Count rely on.
+// escape turns a key into one node name: it percent-encodes, per UTF-8
+// byte, '/', '%', a leading '.' (no "." or "..") and the runes ZooKeeper
+// refuses: controls, U+D800–U+F8FF, U+FFF0–U+FFFF and runes above U+FFFF
+// (stored as surrogates in Java). Rune by rune, so escape is injective
+// and keeps prefixes, which List relies on.
 func escape(key string) string {
 	var b strings.Builder
 	for i, r := range key {

@@ -14,3 +14,19 @@ func TestLeaderKilledUnderContention(t *testing.T) {
 	e := testenv.StartZKEnsemble(t)
 	testenv.KillUnderContention(t, e.URL("/locker"), func() { e.Kill(e.Leader()) })
 }
+
+// Every server of the ensemble killed at once under contention and started
+// again with its data: no two holders at once, no fence going back (the
+// history says so), and waiters go on once the ensemble serves again.
+func TestEnsembleKilledAndRestartedUnderContention(t *testing.T) {
+	if raceBuild {
+		// go-zookeeper's reconnect reads Conn.lastZxid in sendSetWatches
+		// while recvLoop writes it (samuel/go-zookeeper#260, go-zookeeper/zk#35,
+		// unfixed upstream): every client reconnects at once here, so the race
+		// detector fails the test for the library's race, not ours.
+		t.Skip("runs without -race (go-zookeeper's reconnect race, upstream): scripts/test runs it in its non-race step")
+	}
+	testenv.URL(t, "LOCKER_TEST_ZK") // -short skips; the ensemble is our own
+	e := testenv.StartZKEnsemble(t)
+	testenv.KillUnderContention(t, e.URL("/locker"), e.Restart)
+}

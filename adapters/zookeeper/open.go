@@ -73,10 +73,9 @@ func parseURL(u *url.URL) (urlConfig, error) {
 	return c, nil
 }
 
-// open connects for locker.Open and waits for a session: until ctx ends, or
-// for the session timeout if ctx has no deadline. With session_timeout the
-// Locker is pinned to that one session; without, it opens the session of
-// locker.DefaultTTL's rung now and the others as TTLs need them.
+// open connects for locker.Open and waits for a session (for the session
+// timeout if ctx has no deadline): the pinned one, or that of
+// locker.DefaultTTL's rung.
 func open(ctx context.Context, u *url.URL) (locker.Locker, error) {
 	d, err := openWith(ctx, u)
 	if err != nil {

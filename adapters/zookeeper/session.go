@@ -2,16 +2,13 @@ package zookeeper
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 )
 
-// session is one ZooKeeper session of a Locker, and what the Locker knows
-// of it: the timeout asked for, the one the server granted, and when the
-// server last answered.
+// session is one ZooKeeper session of a Locker.
 type session struct {
 	conn        *zk.Conn
 	asked       time.Duration
@@ -35,18 +32,16 @@ func newSession(conn *zk.Conn, asked time.Duration, own bool) *session {
 
 // connect opens a session with timeout asked to servers, authenticated
 // with auth (user:pass, digest) unless empty, and waits until it exists
-// and the server's granted timeout is known: until ctx ends.
+// and the server's granted timeout is known, or ctx ends.
 func connect(ctx context.Context, servers []string, asked time.Duration, auth string) (*session, error) {
-	learned := make(chan struct{})
-	logger := &sessionLogger{ready: make(chan struct{}), learned: learned}
+	s := newSession(nil, asked, true)
+	logger := &sessionLogger{negotiated: &s.negotiated, learned: make(chan struct{})}
 	conn, events, err := zk.Connect(servers, asked, zk.WithLogger(logger), zk.WithLogInfo(true))
 	if err != nil {
 		return nil, err
 	}
-	s := newSession(conn, asked, true)
-	logger.negotiated = &s.negotiated
-	close(logger.ready)
-	if err := awaitSession(ctx, events, learned); err != nil {
+	s.conn = conn
+	if err := awaitSession(ctx, events, logger.learned); err != nil {
 		conn.Close()
 		return nil, err
 	}
@@ -91,11 +86,10 @@ func awaitSession(ctx context.Context, events <-chan zk.Event, learned <-chan st
 	}
 }
 
-// timeouts are the bounds on the session timeout S the Locker reasons
-// with: short for how long a silent session may live (loss, validity),
-// long for how long a crashed holder keeps its keys (the TTL rule). They
-// differ only while the server's granted value is unknown (New) or
-// differs from the one asked for.
+// timeouts are the bounds on the session timeout S: short for how long a
+// silent session may live (loss, validity), long for how long a crashed
+// holder keeps its keys (the TTL rule). They differ while the granted
+// value is unknown (New) or differs from the one asked for.
 func (s *session) timeouts() (short, long time.Duration) {
 	if n := time.Duration(s.negotiated.Load()); n > 0 {
 		return min(s.asked, n), max(s.asked, n)
@@ -119,18 +113,10 @@ func (s *session) sinceContact() time.Duration {
 	return time.Since(time.Unix(0, s.lastContact.Load()))
 }
 
-// answered reports whether err came from the server (nil, ErrNoNode...)
-// rather than from a connection without a session.
-func answered(err error) bool { return err == nil || !connErr(err) }
-
-// monitor probes session s every S/12 and ends every hold on it as lost
-// once S/3 has passed since the last answered request was sent. The
-// server expires a session S after it last heard from it, so the leases
-// end well before another client can be given their keys, however the
-// connection failed (a closed socket, or silence, which go-zookeeper
-// notices only after 2S/3); until then a disconnect is only a disconnect,
-// and go-zookeeper reconnects to the same session. It also closes s once
-// it has been idle for the Locker's idle timeout, unless s is the primary.
+// monitor probes s every S/12 and ends its holds as lost once S/3 has
+// passed since the last answered request was sent: well before the server
+// may expire the session, however the connection failed (go-zookeeper
+// notices silence only after 2S/3). It also retires s when idle.
 func (z *zkDriver) monitor(s *session) {
 	short, _ := s.timeouts()
 	tick := time.NewTicker(max(short/12, 10*time.Millisecond))
@@ -138,7 +124,7 @@ func (z *zkDriver) monitor(s *session) {
 	var probing atomic.Bool
 	for {
 		select {
-		case <-z.quit:
+		case <-z.ctx.Done():
 			return
 		case <-s.quit:
 			return
@@ -151,7 +137,7 @@ func (z *zkDriver) monitor(s *session) {
 			go func() {
 				defer probing.Store(false)
 				sent := time.Now()
-				if _, _, err := s.conn.Exists("/"); answered(err) {
+				if _, _, err := s.conn.Exists("/"); !connErr(err) {
 					s.contact(sent)
 				}
 			}()
@@ -162,7 +148,7 @@ func (z *zkDriver) monitor(s *session) {
 		}
 		z.mu.Lock()
 		var holds []*hold
-		for _, h := range z.holds {
+		for h := range z.holds {
 			if h.s == s {
 				holds = append(holds, h)
 			}
@@ -176,23 +162,17 @@ func (z *zkDriver) monitor(s *session) {
 
 // sessionLogger is go-zookeeper's logger for connections the Locker
 // makes: it drops the log but keeps the session timeout the server
-// negotiated, which go-zookeeper reports only there.
+// granted, which go-zookeeper reports only there.
 type sessionLogger struct {
-	ready      chan struct{} // closed once negotiated is set
 	negotiated *atomic.Int64
 	learned    chan struct{} // closed once the timeout is known
-	once       sync.Once
 }
 
 func (l *sessionLogger) Printf(format string, args ...any) {
 	if format != "authenticated: id=%d, timeout=%d" || len(args) != 2 {
 		return
 	}
-	if ms, ok := args[1].(int32); ok && ms > 0 {
-		<-l.ready
-		l.negotiated.Store(int64(time.Duration(ms) * time.Millisecond))
-		l.once.Do(func() { close(l.learned) })
+	if ms, ok := args[1].(int32); ok && ms > 0 && l.negotiated.Swap(int64(time.Duration(ms)*time.Millisecond)) == 0 {
+		close(l.learned)
 	}
 }
-
-var _ zk.Logger = (*sessionLogger)(nil)

@@ -84,6 +84,20 @@ func sessionOf(t *testing.T, z *zLocker, key string) int64 {
 	return st.EphemeralOwner
 }
 
+// heldSession returns the session of z's hold of key.
+func heldSession(t *testing.T, z *zLocker, key string) *session {
+	t.Helper()
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	for h := range z.holds {
+		if strings.HasPrefix(h.path, z.cfg.root+"/"+escape(key)+"/") {
+			return h.s
+		}
+	}
+	t.Fatalf("no hold of %s", key)
+	return nil
+}
+
 // A default Locker gives each rung of TTLs a session of its own, with a
 // timeout at most the TTL, and shares it among TTLs of the same rung.
 func TestSessionPerTTL(t *testing.T) {
@@ -100,10 +114,7 @@ func TestSessionPerTTL(t *testing.T) {
 			t.Fatalf("TryLock with TTL %v: %v", ttl, err)
 		}
 		defer l.Unlock(ctx)
-		z.mu.Lock()
-		h := z.holds[holdKey{key, l.Owner()}]
-		z.mu.Unlock()
-		if short, long := h.s.timeouts(); long > ttl || short < ttl/2 {
+		if short, long := heldSession(t, z, key).timeouts(); long > ttl || short < ttl/2 {
 			t.Errorf("TTL %v held through a session of %v..%v; want within [TTL/2, TTL]", ttl, short, long)
 		}
 		owners[ttl] = sessionOf(t, z, key)
@@ -168,9 +179,7 @@ func TestIdleSessionClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	z.mu.Lock()
-	s := z.holds[holdKey{key, l.Owner()}].s
-	z.mu.Unlock()
+	s := heldSession(t, z, key)
 	time.Sleep(400 * time.Millisecond) // longer than the idle timeout, while held
 	if s.conn.State() != zk.StateHasSession {
 		t.Fatal("a session with a hold on it was closed")
@@ -216,6 +225,9 @@ func TestReentryKeepsSession(t *testing.T) {
 	}
 	if again.Fence() != held.Fence() {
 		t.Errorf("re-entry fence %d, want %d", again.Fence(), held.Fence())
+	}
+	if info, err := z.Locker.(locker.Admin).Status(ctx, key); err != nil || info.Holds != 2 {
+		t.Errorf("Status of a re-entered key = %+v, %v; want 2 holds", info, err)
 	}
 	_ = again.Unlock(ctx)
 }

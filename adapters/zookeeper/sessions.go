@@ -2,39 +2,34 @@ package zookeeper
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/locker-go/locker"
 )
 
-// dialer is how a Locker from a URL without session_timeout opens the
-// sessions its TTLs need.
+// dialer opens the sessions of a Locker from a URL without session_timeout.
 type dialer struct {
 	servers []string
 	auth    string // user:pass for digest auth, or ""
 	name    string // the URL without its password, for errors
 }
 
-// slot is the Locker's entry for the session of one rung, opened once.
+// slot is a rung's session, opened once: ready closes once s or err is set.
 type slot struct {
-	ready chan struct{} // closed once s or err is set
+	ready chan struct{}
 	s     *session
 	err   error
 }
 
 // minRung is the shortest session timeout asked for: go-zookeeper derives
-// its connect and read deadlines from it, and no server grants much less.
+// its deadlines from it, and no server grants much less.
 const minRung = time.Second / 8
 
-// rung is the session timeout the ladder gives a TTL: the largest power of
-// two seconds (1/8s, 1/4s, 1/2s, 1s, 2s, 4s, 8s, …) at most ttl, or
-// minRung. The server's
-// crash handoff then comes within the TTL, the session is at least half
-// the TTL (no needlessly short sessions, which would mean more probes and
-// less tolerance of pauses), and a Locker keeps at most one session per
-// power of two between the server's bounds.
+// rung is the session timeout for ttl: the largest power of two seconds at
+// most ttl, or minRung. The crash handoff then comes within the TTL, and
+// the session is more than half of it: shorter ones cost more probes and
+// tolerate pauses less.
 func rung(ttl time.Duration) time.Duration {
 	r := time.Second
 	for r > ttl && r > minRung {
@@ -47,99 +42,95 @@ func rung(ttl time.Duration) time.Duration {
 }
 
 // session returns the session for a lock with ttl, counted as one user of
-// it until the caller puts it back. A pinned Locker (New, or a URL with
-// session_timeout) has one session, whose timeout must be at most ttl;
-// otherwise it is the rung's, within the server's bounds, opened on first
-// use and shared by every lock whose TTL maps to it.
+// it until the caller puts it back.
 func (z *zkDriver) session(ctx context.Context, ttl time.Duration) (*session, error) {
-	if z.dial == nil {
-		s := z.primary
-		if _, long := s.timeouts(); ttl < long {
-			return nil, z.ttlError(ttl, s)
-		}
-		z.use(s)
-		return s, nil
-	}
 	for {
+		s, err := z.open(ctx, ttl)
+		if err != nil {
+			return nil, err
+		}
 		z.mu.Lock()
-		if z.minS > 0 && ttl < z.minS {
-			z.mu.Unlock()
-			return nil, minTTLError(ttl, z.minS)
-		}
-		r := rung(ttl)
-		if z.maxS > 0 {
-			r = min(r, z.maxS)
-		}
-		if z.minS > 0 {
-			r = max(r, z.minS)
-		}
-		sl := z.sessions[r]
-		if sl == nil {
-			sl = &slot{ready: make(chan struct{})}
-			z.sessions[r] = sl
-			go z.dialSession(r, sl)
+		_, long := s.timeouts()
+		closed := s.closed
+		if !closed && ttl >= long {
+			s.users++
 		}
 		z.mu.Unlock()
-		select {
-		case <-sl.ready:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if sl.err != nil {
-			return nil, sl.err
-		}
-		z.mu.Lock()
-		s := sl.s
-		if s.closed { // retired as idle meanwhile: open it again
-			z.mu.Unlock()
+		switch {
+		case closed: // retired as idle meanwhile: open it again
 			continue
+		case ttl >= long:
+			return s, nil
+		case z.dial == nil:
+			return nil, pinnedTTLError(ttl, s)
+		case long > s.asked: // the server raised it to its minimum
+			return nil, minTTLError(ttl, long)
 		}
-		if _, long := s.timeouts(); ttl < long {
-			z.mu.Unlock()
-			if long > s.asked { // the server raised it to its minimum
-				return nil, minTTLError(ttl, long)
-			}
-			return nil, fmt.Errorf("%w: TTL %v is below %v, the shortest ZooKeeper session timeout this adapter uses, "+
-				"for which the server keeps a crashed holder's key", locker.ErrInvalidTTL, ttl, long)
-		}
-		s.users++
-		z.mu.Unlock()
-		return s, nil
+		return nil, ttlError(ttl, long, "the shortest ZooKeeper session timeout this adapter uses", "lock with a longer TTL")
 	}
 }
 
-// dialSession connects the session of rung r for sl, in the background,
-// so that no one caller's context decides it for the others waiting.
+// open returns ttl's session: the primary when pinned, else that of ttl's
+// rung within the server's bounds, opened on first use.
+func (z *zkDriver) open(ctx context.Context, ttl time.Duration) (*session, error) {
+	if z.dial == nil {
+		return z.primary, nil
+	}
+	z.mu.Lock()
+	if z.minS > 0 && ttl < z.minS {
+		z.mu.Unlock()
+		return nil, minTTLError(ttl, z.minS)
+	}
+	r := rung(ttl)
+	if z.maxS > 0 {
+		r = min(r, z.maxS)
+	}
+	r = max(r, z.minS)
+	sl := z.sessions[r]
+	if sl == nil {
+		sl = &slot{ready: make(chan struct{})}
+		z.sessions[r] = sl
+		go z.dialSession(r, sl)
+	}
+	z.mu.Unlock()
+	select {
+	case <-sl.ready:
+		return sl.s, sl.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// dialSession opens rung r's session for sl, in the background, so that
+// no one caller's context decides it for the others waiting.
 func (z *zkDriver) dialSession(r time.Duration, sl *slot) {
-	ctx, cancel := context.WithTimeout(z.dialCtx, max(r, openTimeout))
+	ctx, cancel := context.WithTimeout(z.ctx, max(r, openTimeout))
 	defer cancel()
 	s, err := connect(ctx, z.dial.servers, r, z.dial.auth)
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	if err == nil && z.closed {
-		s.conn.Close()
-		err = locker.ErrClosed
-	}
-	if err != nil {
-		if z.sessions[r] == sl {
-			delete(z.sessions, r) // the next Lock tries again
+	defer close(sl.ready)
+	switch {
+	case z.ctx.Err() != nil:
+		if s != nil {
+			s.conn.Close()
 		}
+		sl.err = locker.ErrClosed
+	case err != nil:
 		sl.err = locker.Unavailable(fmt.Errorf("locker/zookeeper: no session with %s: %w", z.dial.name, err))
-		if errors.Is(err, locker.ErrClosed) {
-			sl.err = locker.ErrClosed
-		}
-		close(sl.ready)
+	default:
+		z.register(sl, s)
+		go z.monitor(s)
 		return
 	}
-	z.register(sl, s)
-	close(sl.ready)
-	go z.monitor(s)
+	if z.sessions[r] == sl {
+		delete(z.sessions, r) // the next Lock tries again
+	}
 }
 
-// register files the new session s of sl under its granted timeout and
-// learns the server's bounds from it: a server raises a timeout below its
-// minSessionTimeout to that minimum, and lowers one above its
-// maxSessionTimeout to that maximum. z.mu is held.
+// register files s, sl's new session, under its granted timeout, and
+// learns the server's bounds: it raises a timeout below minSessionTimeout
+// to that, and lowers one above maxSessionTimeout. z.mu is held.
 func (z *zkDriver) register(sl *slot, s *session) {
 	sl.s = s
 	n := time.Duration(s.negotiated.Load())
@@ -158,13 +149,6 @@ func (z *zkDriver) register(sl *slot, s *session) {
 	z.sessions[s.key] = sl
 }
 
-// use counts one more user of s.
-func (z *zkDriver) use(s *session) {
-	z.mu.Lock()
-	s.users++
-	z.mu.Unlock()
-}
-
 // put counts one user of s less.
 func (z *zkDriver) put(s *session) {
 	z.mu.Lock()
@@ -178,9 +162,8 @@ func (z *zkDriver) putLocked(s *session) {
 	}
 }
 
-// retireIdle closes s if it is not the primary session and has had no
-// lock, waiter or hold for the idle timeout; it reports whether it did.
-// The server then drops any node of the session left to delete.
+// retireIdle closes s unless it is the primary or has been used within
+// the idle timeout; it reports whether it did.
 func (z *zkDriver) retireIdle(s *session) bool {
 	z.mu.Lock()
 	if s == z.primary || s.closed || s.users > 0 || time.Since(s.idleSince) < z.cfg.idle {
@@ -197,9 +180,26 @@ func (z *zkDriver) retireIdle(s *session) bool {
 	return true
 }
 
-// minTTLError explains a TTL below the server's minimum session timeout.
+// ttlError refuses ttl, below long, the session timeout that what names:
+// the server keeps a crashed holder's key that long. fix says what to do.
+func ttlError(ttl, long time.Duration, what, fix string) error {
+	return fmt.Errorf("%w: TTL %v is below %s %v, for which the server keeps a crashed holder's key: %s",
+		locker.ErrInvalidTTL, ttl, what, long, fix)
+}
+
 func minTTLError(ttl, minimum time.Duration) error {
-	return fmt.Errorf("%w: TTL %v is below the ZooKeeper server's minimum session timeout %v (minSessionTimeout), "+
-		"for which it keeps a crashed holder's key: lock with WithTTL(%v) or more, or lower the server's minSessionTimeout",
-		locker.ErrInvalidTTL, ttl, minimum, minimum)
+	return ttlError(ttl, minimum, "the ZooKeeper server's minimum session timeout",
+		fmt.Sprintf("lock with WithTTL(%v) or more, or lower the server's minSessionTimeout", minimum))
+}
+
+// pinnedTTLError refuses a TTL below the timeout of s, a pinned session.
+func pinnedTTLError(ttl time.Duration, s *session) error {
+	_, long := s.timeouts()
+	fix := fmt.Sprintf("lock with WithTTL(%v) or more, or use a Locker whose session timeout is at most the TTL "+
+		"(zk://host:port/root without session_timeout derives it from each TTL; or session_timeout=%v, "+
+		"or New(conn, WithSessionTimeout(%v)) with conn from zk.Connect(servers, %v))", long, ttl, ttl, ttl)
+	if long > s.asked {
+		fix = fmt.Sprintf("the server raised the %v asked for to its minSessionTimeout; %s", s.asked, fix)
+	}
+	return ttlError(ttl, long, "this Locker's ZooKeeper session timeout", fix)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -21,17 +23,11 @@ const (
 	DefaultSessionTimeout = 10 * time.Second
 )
 
-// cleanupTimeout bounds how long a failed or abandoned Lock waits for its
-// queue node to be deleted before returning; the delete goes on after it.
-const cleanupTimeout = 2 * time.Second
-
-// openTimeout bounds how long a session opened for a Lock may take to
-// connect, when the session timeout is shorter.
-const openTimeout = 10 * time.Second
-
-// idleTimeout is how long an extra session of a Locker from a URL stays
-// open with no lock, waiter or hold on it.
-const idleTimeout = time.Minute
+const (
+	cleanupTimeout = 2 * time.Second  // a failed Lock's wait for its node's delete
+	openTimeout    = 10 * time.Second // a new session's connect, if S is shorter
+	idleTimeout    = time.Minute      // before an unused extra session is closed
+)
 
 type config struct {
 	root           string
@@ -65,18 +61,17 @@ func withIdleTimeout(d time.Duration) Option { return func(c *config) { c.idle =
 // per rung of TTLs for a Locker from a URL, the caller's one for New.
 type zkDriver struct {
 	cfg     config
-	quit    chan struct{} // closed by Close; ends the session monitors and reapers
-	primary *session      // for Admin calls; never retired; the only one when pinned
-	dial    *dialer       // opens sessions on demand; nil when pinned to primary
-
-	dialCtx    context.Context // cancelled by Close: stops sessions being opened
-	dialCancel context.CancelFunc
+	primary *session // for Admin calls; never retired; the only one when pinned
+	dial    *dialer  // opens sessions on demand; nil when pinned to primary
+	// ctx ends at Close: it stops sessions being opened, the monitors and
+	// the clean-ups.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu         sync.Mutex
 	sessions   map[time.Duration]*slot  // by granted timeout (dial != nil)
 	minS, maxS time.Duration            // the server's session timeout bounds, once learned
-	closed     bool                     // Close has closed the sessions
-	holds      map[holdKey]*hold        // held nodes of this Locker, for re-entry and loss
+	holds      map[*hold]struct{}       // held nodes of this Locker, for loss and Close
 	orphans    map[string]chan struct{} // nodes being deleted in the background; closed when done
 }
 
@@ -121,9 +116,9 @@ func configure(opts []Option) (config, error) {
 // newDriver returns a driver over primary, a session just made; with a
 // dialer it opens further sessions as TTLs need them.
 func newDriver(primary *session, d *dialer, cfg config) *zkDriver {
-	z := &zkDriver{cfg: cfg, quit: make(chan struct{}), primary: primary, dial: d,
-		sessions: map[time.Duration]*slot{}, holds: map[holdKey]*hold{}, orphans: map[string]chan struct{}{}}
-	z.dialCtx, z.dialCancel = context.WithCancel(context.Background())
+	z := &zkDriver{cfg: cfg, primary: primary, dial: d,
+		sessions: map[time.Duration]*slot{}, holds: map[*hold]struct{}{}, orphans: map[string]chan struct{}{}}
+	z.ctx, z.cancel = context.WithCancel(context.Background())
 	if d != nil {
 		sl := &slot{ready: make(chan struct{})}
 		z.register(sl, primary)
@@ -154,33 +149,26 @@ func checkRoot(root string) error {
 // it deletes the nodes of holds whose release failed, within ctx, and
 // closes the sessions it opened (not New's connection).
 func (z *zkDriver) Close(ctx context.Context) error {
-	z.dialCancel()
-	z.mu.Lock() // holds whose release failed: delete their nodes in the background
-	left := make([]*hold, 0, len(z.holds))
-	for _, h := range z.holds {
-		left = append(left, h)
-	}
+	z.mu.Lock()
+	left := slices.Collect(maps.Keys(z.holds))
 	z.mu.Unlock()
 	for _, h := range left {
 		z.lose(h, true)
 	}
 	z.awaitOrphans(ctx) // the session may outlive the Locker (New)
-	close(z.quit)
+	z.cancel()
 	z.mu.Lock()
-	z.closed = true
 	open := map[*session]bool{z.primary: true}
 	for _, sl := range z.sessions {
 		select {
 		case <-sl.ready:
-			if sl.s != nil && !sl.s.closed {
-				open[sl.s] = true
-			}
-		default: // still connecting: it closes itself, seeing z.closed
+			open[sl.s] = sl.s != nil && !sl.s.closed
+		default: // still connecting: it closes itself, seeing z.ctx ended
 		}
 	}
 	z.mu.Unlock()
-	for s := range open {
-		if s.own {
+	for s, ok := range open {
+		if ok && s.own {
 			s.conn.Close() // ends the session: the server drops anything left
 		}
 	}

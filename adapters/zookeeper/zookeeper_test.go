@@ -93,7 +93,7 @@ func harness(t testing.TB, u *url.URL, proxied bool) conformance.Harness {
 		},
 	}
 	if proxied {
-		h.Crash, h.Hang = crasher.Crash, crasher.Blackhole
+		h.Crash, h.Hang, h.Slow = crasher.Crash, crasher.Blackhole, crasher.Delay
 	}
 	return h
 }

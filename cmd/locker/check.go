@@ -5,11 +5,13 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/conformance"
+	"github.com/locker-go/locker/conformance/history"
 )
 
 // `locker check` runs the conformance suite's checks, conformance.Checks,
@@ -110,6 +112,7 @@ func (e env) report(results []checkResult) error {
 			// them under the check's name.
 			msg := strings.ReplaceAll(scrub(err.Error()), "\n", "\n      ")
 			fmt.Fprintf(e.stdout, "FAIL  %s: %s%s\n", r.name, msg, hint)
+			e.writeHistory(err)
 		}
 	}
 	if failed > 0 {
@@ -122,4 +125,23 @@ func (e env) report(results []checkResult) error {
 	}
 	fmt.Fprintf(e.stdout, "all %d checks passed\n", len(results))
 	return nil
+}
+
+// writeHistory writes the visualization of a history that err reports not
+// linearizable to a temporary file, and says where.
+func (e env) writeHistory(err error) {
+	var v *history.Violation
+	if !errors.As(err, &v) {
+		return
+	}
+	f, ferr := os.CreateTemp("", "locker-history-*.html")
+	if ferr == nil {
+		f.Close()
+		ferr = v.WriteHTML(f.Name())
+	}
+	if ferr != nil {
+		fmt.Fprintf(e.stdout, "      history visualization: %v\n", ferr)
+		return
+	}
+	fmt.Fprintf(e.stdout, "      history visualization: %s\n", f.Name())
 }

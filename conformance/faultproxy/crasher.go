@@ -2,10 +2,10 @@ package faultproxy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/locker-go/locker"
 )
@@ -50,11 +50,9 @@ func (c *Crasher) Track(l locker.Locker, ps ...*Proxy) {
 // Track did not record with a proxy, which could not be crashed. The
 // context is unused: cutting is immediate.
 func (c *Crasher) Crash(_ context.Context, l locker.Locker) error {
-	c.mu.Lock()
-	ps := c.clients[l]
-	c.mu.Unlock()
-	if len(ps) == 0 {
-		return errors.New("faultproxy: Crash of a Locker that was not tracked with a proxy")
+	ps, err := c.proxies(l, "Crash")
+	if err != nil {
+		return err
 	}
 	for _, p := range ps {
 		p.Cut()
@@ -66,11 +64,9 @@ func (c *Crasher) Crash(_ context.Context, l locker.Locker) error {
 // backend seems to hang (a Harness's Hang). It fails for a Locker that
 // Track did not record with a proxy.
 func (c *Crasher) Blackhole(_ context.Context, l locker.Locker) (heal func(), err error) {
-	c.mu.Lock()
-	ps := c.clients[l]
-	c.mu.Unlock()
-	if len(ps) == 0 {
-		return nil, errors.New("faultproxy: Blackhole of a Locker that was not tracked with a proxy")
+	ps, err := c.proxies(l, "Blackhole")
+	if err != nil {
+		return nil, err
 	}
 	for _, p := range ps {
 		p.Blackhole()
@@ -80,6 +76,35 @@ func (c *Crasher) Blackhole(_ context.Context, l locker.Locker) (heal func(), er
 			p.Resume()
 		}
 	}, nil
+}
+
+// Delay adds d of latency each way to l's traffic until heal (a
+// Harness's Slow). It fails for a Locker that Track did not record with a
+// proxy.
+func (c *Crasher) Delay(_ context.Context, l locker.Locker, d time.Duration) (heal func(), err error) {
+	ps, err := c.proxies(l, "Delay")
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range ps {
+		p.Delay(d)
+	}
+	return func() {
+		for _, p := range ps {
+			p.Delay(0)
+		}
+	}, nil
+}
+
+// proxies returns the proxies Track recorded for l.
+func (c *Crasher) proxies(l locker.Locker, what string) ([]*Proxy, error) {
+	c.mu.Lock()
+	ps := c.clients[l]
+	c.mu.Unlock()
+	if len(ps) == 0 {
+		return nil, fmt.Errorf("faultproxy: %s of a Locker that was not tracked with a proxy", what)
+	}
+	return ps, nil
 }
 
 // Close stops every proxy Proxy started and forgets the tracked clients:

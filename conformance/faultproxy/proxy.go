@@ -32,6 +32,7 @@ package faultproxy
 import (
 	"net"
 	"sync"
+	"time"
 )
 
 // Proxy forwards connections from its own loopback address to a target.
@@ -42,6 +43,7 @@ type Proxy struct {
 	mu     sync.Mutex
 	cut    bool
 	paused chan struct{} // non-nil while blackholed; closed by Resume
+	delay  time.Duration // added to every chunk forwarded
 	conns  map[net.Conn]struct{}
 	wg     sync.WaitGroup
 }
@@ -94,13 +96,28 @@ func (p *Proxy) Resume() {
 	}
 }
 
-// gate waits while the proxy is blackholed.
+// Delay holds every chunk back by d before forwarding it, in both
+// directions, so a round trip takes 2d longer: a slow network. Delay(0)
+// ends it.
+func (p *Proxy) Delay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
+}
+
+// gate waits while the proxy is blackholed, then for its delay.
 func (p *Proxy) gate() {
 	p.mu.Lock()
 	paused := p.paused
 	p.mu.Unlock()
 	if paused != nil {
 		<-paused
+	}
+	p.mu.Lock()
+	d := p.delay
+	p.mu.Unlock()
+	if d > 0 {
+		time.Sleep(d) // the latency itself
 	}
 }
 

@@ -83,3 +83,29 @@ func TestCutEndsConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestDelayAddsLatencyEachWay(t *testing.T) {
+	p, err := New(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const d = 50 * time.Millisecond
+	p.Delay(d)
+	start := time.Now()
+	if got, err := roundTrip(c, "a", 5*time.Second); err != nil || got != "a" {
+		t.Fatalf("through the slowed proxy: %q, %v", got, err)
+	}
+	if rtt := time.Since(start); rtt < 2*d {
+		t.Fatalf("round trip %v with %v of delay each way; want at least %v", rtt, d, 2*d)
+	}
+	p.Delay(0)
+	if got, err := roundTrip(c, "b", 5*time.Second); err != nil || got != "b" {
+		t.Fatalf("after Delay(0): %q, %v", got, err)
+	}
+}

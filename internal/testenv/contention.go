@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/conformance/history"
 )
 
 // Contention runs clients that take one key in turn, each holding it until
@@ -23,6 +24,7 @@ type Contention struct {
 	once                        sync.Once
 	errs                        sync.Map      // error text -> count, for a failure message
 	progress                    chan struct{} // a signal per grant, dropped when one is pending
+	rec                         *history.Recorder
 }
 
 // WaitGrants waits until acquired reaches n, or fails t after d.
@@ -39,10 +41,13 @@ func (c *Contention) WaitGrants(t *testing.T, n int64, d time.Duration, what str
 	}
 }
 
+// Work is one client: it takes key in turn with the others until ctx
+// ends, every call recorded in the history Check checks.
 func (c *Contention) Work(ctx context.Context, l locker.Locker, key string) {
+	client := c.rec.Client()
 	for ctx.Err() == nil {
 		lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		lease, err := l.Lock(lctx, key)
+		lease, err := client.Lock(lctx, l, key)
 		cancel()
 		if err != nil {
 			n, _ := c.errs.LoadOrStore(err.Error(), new(atomic.Int32))
@@ -80,7 +85,7 @@ func (c *Contention) Work(ctx context.Context, l locker.Locker, key string) {
 
 // NewContention returns a Contention ready for Work.
 func NewContention() *Contention {
-	return &Contention{firstAfter: make(chan struct{}), progress: make(chan struct{}, 1)}
+	return &Contention{firstAfter: make(chan struct{}), progress: make(chan struct{}, 1), rec: history.New()}
 }
 
 // Arm makes the next grant close FirstAfter.
@@ -93,9 +98,19 @@ func (c *Contention) FirstAfter() <-chan struct{} { return c.firstAfter }
 func (c *Contention) Acquired() int64 { return c.acquired.Load() }
 
 // Check fails t if two holders ever held the key at once or a fence was
-// not above the one before.
+// not above the one before, as counted and as the recorded history shows
+// (checked against a fenced lease; a failing one is drawn as HTML in t's
+// artifacts). Every client must have stopped.
 func (c *Contention) Check(t *testing.T) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.rec.Check(ctx); err != nil {
+		history.WriteArtifact(t, err)
+		t.Error(err)
+	} else {
+		t.Logf("history of %d calls: linearizable", c.rec.Len())
+	}
 	if n := c.overlaps.Load(); n > 0 {
 		t.Errorf("%d times two holders at once", n)
 	}

@@ -17,6 +17,8 @@ type ZKEnsemble struct {
 	t     testing.TB
 	Addrs []string // each server's client host:port
 	cmds  []*exec.Cmd
+	cfgs  []string // each server's zoo.cfg
+	cp    string
 }
 
 // zkClasspath finds ZooKeeper's jars as scripts/backends does: ZK_CLASSPATH,
@@ -43,7 +45,7 @@ func StartZKEnsemble(t testing.TB) *ZKEnsemble {
 	if _, err := exec.LookPath("java"); err != nil || cp == "" {
 		t.Fatal("java or ZooKeeper's jars not found (scripts/backends up installs them)")
 	}
-	e := &ZKEnsemble{t: t}
+	e := &ZKEnsemble{t: t, cp: cp, cmds: make([]*exec.Cmd, 3)}
 	var servers []string
 	for i := range 3 {
 		e.Addrs = append(e.Addrs, freeAddr(t))
@@ -61,13 +63,8 @@ func StartZKEnsemble(t testing.TB) *ZKEnsemble {
 		if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command("java", "-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true",
-			"-Dzookeeper.forceSync=no", "-Dznode.container.checkIntervalMs=1000", "-Dzookeeper.admin.enableServer=false",
-			"-cp", cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		e.cmds = append(e.cmds, cmd)
+		e.cfgs = append(e.cfgs, cfg)
+		e.spawn(i)
 	}
 	t.Cleanup(func() {
 		for i := range e.cmds {
@@ -103,6 +100,32 @@ func (e *ZKEnsemble) Kill(i int) {
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
+}
+
+// Restart kills every server at once (SIGKILL) and starts them all again
+// with their data, as after a power cut, and waits until each serves.
+func (e *ZKEnsemble) Restart() {
+	e.t.Helper()
+	for i := range e.cmds {
+		e.Kill(i)
+	}
+	for i := range e.cmds {
+		e.spawn(i)
+	}
+	for i := range e.cmds {
+		e.wait(i)
+	}
+}
+
+func (e *ZKEnsemble) spawn(i int) {
+	e.t.Helper()
+	cmd := exec.Command("java", "-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true",
+		"-Dzookeeper.forceSync=no", "-Dznode.container.checkIntervalMs=1000", "-Dzookeeper.admin.enableServer=false",
+		"-cp", e.cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain", e.cfgs[i])
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.cmds[i] = cmd
 }
 
 // wait polls server i until it serves in a quorum.

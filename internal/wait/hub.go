@@ -23,18 +23,30 @@ type Channel interface {
 // Postgres LISTEN) and pass Hub.Subscribe to Until.
 type Hub struct {
 	ch   Channel
+	one  bool // Notify wakes one waiter per key, not all
 	mu   sync.Mutex
 	keys map[string]*entry
+	seq  uint64 // arrival order of waiters
 }
 
 type entry struct {
 	op         sync.Mutex // orders this key's backend (un)subscribe calls
 	subscribed bool       // guarded by op
-	waiters    map[chan struct{}]struct{}
+	waiters    map[chan struct{}]uint64
 }
 
-// NewHub returns a Hub that subscribes through ch.
+// NewHub returns a Hub that subscribes through ch and wakes every waiter
+// of a key on Notify: for backends that queue waiters, where the waiter
+// whose turn it is must hear of it.
 func NewHub(ch Channel) *Hub { return &Hub{ch: ch, keys: map[string]*entry{}} }
+
+// NewWakeOneHub returns a Hub whose Notify wakes only the longest-waiting
+// waiter of the key: for backends where any waiter may take a free key
+// (Redis, Redlock), so that a release costs each Locker one attempt, not
+// one per waiter (400 waiters would otherwise all race for every release).
+// A waiter that leaves passes a wake on to the next, so a wake taken by
+// one that then gave up (or took the key) is not lost to the others.
+func NewWakeOneHub(ch Channel) *Hub { return &Hub{ch: ch, one: true, keys: map[string]*entry{}} }
 
 // Subscribe registers a waiter for key, subscribing at the backend if it is
 // the first. Its signature fits Until once bound to a key.
@@ -43,10 +55,11 @@ func (h *Hub) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(
 	h.mu.Lock()
 	e := h.keys[key]
 	if e == nil {
-		e = &entry{waiters: map[chan struct{}]struct{}{}}
+		e = &entry{waiters: map[chan struct{}]uint64{}}
 		h.keys[key] = e
 	}
-	e.waiters[c] = struct{}{}
+	h.seq++
+	e.waiters[c] = h.seq
 	h.mu.Unlock()
 
 	e.op.Lock()
@@ -71,6 +84,9 @@ func (h *Hub) leave(key string, e *entry, c chan struct{}) {
 	h.mu.Lock()
 	delete(e.waiters, c)
 	empty := len(e.waiters) == 0
+	if h.one {
+		h.wake(e)
+	}
 	h.mu.Unlock()
 	if !empty {
 		return
@@ -88,14 +104,32 @@ func (h *Hub) leave(key string, e *entry, c chan struct{}) {
 	h.mu.Unlock()
 }
 
-// Notify wakes every waiter for key.
+// Notify wakes the waiters for key: every one, or for a wake-one Hub the
+// longest-waiting.
 func (h *Hub) Notify(key string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if e := h.keys[key]; e != nil {
+		h.wake(e)
+	}
+}
+
+// wake signals e's waiters as Notify says. Callers hold h.mu.
+func (h *Hub) wake(e *entry) {
+	if !h.one {
 		for c := range e.waiters {
 			signal(c)
 		}
+		return
+	}
+	var first chan struct{}
+	for c, seq := range e.waiters {
+		if first == nil || seq < e.waiters[first] {
+			first = c
+		}
+	}
+	if first != nil {
+		signal(first)
 	}
 }
 

@@ -52,3 +52,44 @@ func TestHubSharesOneSubscriptionPerKey(t *testing.T) {
 		}
 	}
 }
+
+// A wake-one Hub wakes the longest-waiting waiter per Notify, and a waiter
+// that leaves passes a wake on to the next, so none is lost.
+func TestWakeOneHubWakesTheOldestAndPassesOn(t *testing.T) {
+	hub := NewWakeOneHub(&fakeChannel{})
+	ctx := context.Background()
+	var ws []<-chan struct{}
+	var stops []func()
+	for range 3 {
+		w, stop, err := hub.Subscribe(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws, stops = append(ws, w), append(stops, stop)
+	}
+	woken := func() (n []int) {
+		for i, w := range ws {
+			select {
+			case <-w:
+				n = append(n, i)
+			default:
+			}
+		}
+		return n
+	}
+	hub.Notify("k")
+	if got := woken(); len(got) != 1 || got[0] != 0 {
+		t.Fatalf("Notify woke %v, want only the oldest, [0]", got)
+	}
+	stops[0]() // took the key, or gave up: the next hears of it
+	ws[0] = nil
+	if got := woken(); len(got) != 1 || got[0] != 1 {
+		t.Fatalf("after the oldest left, woken %v; want [1]", got)
+	}
+	hub.Notify("k")
+	if got := woken(); len(got) != 1 || got[0] != 1 {
+		t.Fatalf("second Notify woke %v, want [1]", got)
+	}
+	stops[1]()
+	stops[2]()
+}

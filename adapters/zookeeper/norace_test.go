@@ -1,0 +1,5 @@
+//go:build !race
+
+package zookeeper_test
+
+const raceBuild = false

@@ -1,0 +1,202 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/conformance/history"
+)
+
+// The faults under contention: 4 clients take one key in turn and update a
+// fenced counter under it (a write with a fence below the highest seen is
+// refused, as a fenced resource would), every call recorded. The network
+// is slowed (if the harness can), then the client holding the key is made
+// to hang, then healed; then the one holding is crashed. The history must be linearizable, the counter exact (no update
+// lost to two holders), the hung holder's Done closed by its Deadline, the
+// others must go on while it hangs and after the crash, and it must take
+// the key again once healed.
+func checkFaultsUnderContention(e *env) error {
+	if e.h.Hang == nil || e.h.Crash == nil {
+		return skip("Harness.Hang or Harness.Crash is nil: no way to make a holder hang or crash")
+	}
+	ls, err := e.clientsN(4)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	f := &faultRun{e: e, key: e.prefix + "k", rec: history.New(), grants: make([]atomic.Int64, len(ls)),
+		holding: make([]chan locker.Lease, len(ls)), granted: make(chan struct{}, 1)}
+	var wg sync.WaitGroup
+	for i, l := range ls {
+		f.holding[i] = make(chan locker.Lease, 1)
+		c := f.rec.Client()
+		wg.Go(func() { f.work(ctx, c, l, i) })
+	}
+	err = f.faults(ls)
+	cancel()
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	if err := f.rec.Check(e.ctx); err != nil {
+		return err
+	}
+	if v, n := f.counter.Exact(); v != n {
+		return fmt.Errorf("fenced counter = %d after %d accepted writes: an update was lost to two holders", v, n)
+	}
+	return nil
+}
+
+// faultRun is what the clients of checkFaultsUnderContention share.
+type faultRun struct {
+	e       *env
+	key     string
+	rec     *history.Recorder
+	counter history.FencedCounter
+	grants  []atomic.Int64      // per client
+	granted chan struct{}       // a signal per grant, dropped when one is pending
+	holding []chan locker.Lease // a client's lease, while the fault step asks for it
+	asking  atomic.Int32        // 1 + the client whose lease is asked for; 0: none
+}
+
+// work is client i: take the key, read the counter, hold briefly, write
+// it back with the lease's fence unless the lease has ended, Unlock.
+func (f *faultRun) work(ctx context.Context, c *history.Client, l locker.Locker, i int) {
+	for ctx.Err() == nil {
+		lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		lease, err := c.Lock(lctx, l, f.key, locker.WithTTL(f.e.h.ttl()))
+		cancel()
+		if err != nil { // hung, crashed, or the run is over: the history has it
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond): // a crashed client fails at once
+			}
+			continue
+		}
+		f.grants[i].Add(1)
+		select {
+		case f.granted <- struct{}{}:
+		default:
+		}
+		if f.asking.Load() == int32(i+1) {
+			f.holding[i] <- lease // the fault step acts on it now
+			<-lease.Done()
+		}
+		v := f.counter.Read()
+		select {
+		case <-time.After(time.Millisecond):
+		case <-lease.Done():
+		}
+		if lease.Err() == nil {
+			f.counter.Write(lease.Fence(), v+1)
+		}
+		uctx, cancel := context.WithTimeout(f.e.ctx, 20*time.Second)
+		_ = lease.Unlock(uctx) // a hung client's waits for the heal; the history has the result
+		cancel()
+	}
+}
+
+// faults slows every client, then hangs the holder (client 0 when it holds), checks its Done and
+// that the others go on, heals it and sees it take the key again; then
+// crashes client 1 while it holds and sees the others go on.
+func (f *faultRun) faults(ls []locker.Locker) error {
+	if err := f.progress(20, "before the faults"); err != nil {
+		return err
+	}
+	if err := f.slow(ls); err != nil {
+		return err
+	}
+	lease, err := f.ask(0)
+	if err != nil {
+		return err
+	}
+	heal, err := f.e.h.Hang(f.e.ctx, ls[0])
+	if err != nil {
+		return fmt.Errorf("Hang: %w", err)
+	}
+	err = waitDone(lease, f.e.h.ttl()+slack)
+	if err == nil {
+		if late := time.Since(lease.Deadline()); late > lateAllowance {
+			f.e.errorf("the hung holder's Done closed %v after its Deadline", late)
+		}
+		err = f.progress(10, "while the holder hung")
+	}
+	before := f.grants[0].Load()
+	heal()
+	if err != nil {
+		return err
+	}
+	if err := f.wait(func() bool { return f.grants[0].Load() > before }, "the healed client's next grant"); err != nil {
+		return err
+	}
+	if _, err := f.ask(1); err != nil {
+		return err
+	}
+	if err := f.e.h.Crash(f.e.ctx, ls[1]); err != nil {
+		return fmt.Errorf("Crash: %w", err)
+	}
+	return f.progress(10, "after the holder crashed")
+}
+
+// slow adds TTL/20 of latency each way to every client's traffic while 10
+// grants go by, if the harness can.
+func (f *faultRun) slow(ls []locker.Locker) error {
+	if f.e.h.Slow == nil {
+		return nil
+	}
+	for _, l := range ls {
+		heal, err := f.e.h.Slow(f.e.ctx, l, f.e.h.ttl()/20)
+		if err != nil {
+			return fmt.Errorf("Slow: %w", err)
+		}
+		defer heal()
+	}
+	return f.progress(10, "with added latency")
+}
+
+// ask waits for client i's next grant and returns its lease, which the
+// client then holds until it ends.
+func (f *faultRun) ask(i int) (locker.Lease, error) {
+	f.asking.Store(int32(i + 1))
+	defer f.asking.Store(0)
+	select {
+	case lease := <-f.holding[i]:
+		return lease, nil
+	case <-time.After(f.bound()):
+		return nil, fmt.Errorf("client %d had no grant within %v", i, f.bound())
+	}
+}
+
+// bound is how long the run waits for any step: the key's TTL and the
+// slack, twice.
+func (f *faultRun) bound() time.Duration { return 2 * (f.e.h.ttl() + slack) }
+
+// progress waits for n more grants in all.
+func (f *faultRun) progress(n int64, when string) error {
+	target := f.total() + n
+	return f.wait(func() bool { return f.total() >= target }, fmt.Sprintf("%d grants %s", n, when))
+}
+
+func (f *faultRun) total() (n int64) {
+	for i := range f.grants {
+		n += f.grants[i].Load()
+	}
+	return n
+}
+
+// wait waits until cond holds, looking again at every grant, for bound.
+func (f *faultRun) wait(cond func() bool, what string) error {
+	timeout := time.After(f.bound())
+	for !cond() {
+		select {
+		case <-f.granted:
+		case <-timeout:
+			return fmt.Errorf("no %s within %v", what, f.bound())
+		}
+	}
+	return nil
+}

@@ -1,0 +1,239 @@
+// Package history records what the clients of a Locker saw — every Lock,
+// TryLock, Unlock and Refresh with its start and end, lease, fence and
+// result, and when each lease ended by itself — and checks the record
+// against a model of a fenced lease with porcupine, the linearizability
+// checker etcd's robustness tests use. A history passes when some order of
+// its operations, each placed between its start and its end, obeys the
+// model: one holder per key at a time, fences rising with every grant, only
+// the holder releasing. A failing history comes with porcupine's HTML
+// visualization, so the failure can be read.
+//
+// The suite's Linearizable check and the project's fault tests record
+// their clients through a Recorder; any test can.
+package history
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/locker-go/locker"
+)
+
+// Recorder collects one history. It is safe for concurrent use.
+type Recorder struct {
+	start   time.Time
+	mu      sync.Mutex
+	ops     []porcupine.Operation
+	leases  int
+	clients int
+	live    sync.WaitGroup // a watcher per granted lease, until its Done
+}
+
+// New starts a history.
+func New() *Recorder { return &Recorder{start: time.Now()} }
+
+// Client is one client of a history: a row in its visualization. Its calls
+// may run concurrently.
+type Client struct {
+	r  *Recorder
+	id int
+}
+
+// Client returns a new client of r.
+func (r *Recorder) Client() *Client {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.clients++
+	return &Client{r: r, id: r.clients - 1}
+}
+
+// Lock calls l.Lock and records it. The lease it returns records its
+// Unlock and Refresh calls, and its end if it ends by itself.
+func (c *Client) Lock(ctx context.Context, l locker.Locker, key string, opts ...locker.Option) (locker.Lease, error) {
+	return c.acquire(key, func() (locker.Lease, error) { return l.Lock(ctx, key, opts...) })
+}
+
+// TryLock calls l.TryLock and records it, as Lock does.
+func (c *Client) TryLock(ctx context.Context, l locker.Locker, key string, opts ...locker.Option) (locker.Lease, error) {
+	return c.acquire(key, func() (locker.Lease, error) { return l.TryLock(ctx, key, opts...) })
+}
+
+func (c *Client) acquire(key string, call func() (locker.Lease, error)) (locker.Lease, error) {
+	t0 := c.r.now()
+	lease, err := call()
+	t1 := c.r.now()
+	in, out := input{kind: acquire, key: key}, output{}
+	switch {
+	case err == nil:
+		in.lease, out.fence = c.r.newLease(), lease.Fence()
+		lease = &recorded{Lease: lease, c: c, id: in.lease}
+		c.r.live.Go(func() { c.r.watch(c.id, lease.(*recorded)) })
+	case errors.Is(err, locker.ErrLocked):
+		out.result = refused
+	default:
+		in.kind, out.result = failed, other
+	}
+	c.r.add(c.id, in, t0, out, t1)
+	return lease, err
+}
+
+// recorded is a granted lease whose calls go into the history.
+type recorded struct {
+	locker.Lease
+	c  *Client
+	id int
+}
+
+// Unlock records the call. One that failed for another reason than "not
+// ours" is recorded as the lease's end from its start on: the portable
+// layer goes on releasing the key in the background.
+func (l *recorded) Unlock(ctx context.Context) error {
+	r := l.c.r
+	t0 := r.now()
+	err := l.Lease.Unlock(ctx)
+	in, out := input{kind: release, key: l.Key(), lease: l.id}, output{result: classify(err)}
+	if out.result == other {
+		in.kind = end
+		r.add(l.c.id, in, t0, out, math.MaxInt64)
+		return err
+	}
+	r.add(l.c.id, in, t0, out, r.now())
+	return err
+}
+
+// Refresh records the call.
+func (l *recorded) Refresh(ctx context.Context) error {
+	r := l.c.r
+	t0 := r.now()
+	err := l.Lease.Refresh(ctx)
+	r.add(l.c.id, input{kind: refresh, key: l.Key(), lease: l.id}, t0, output{result: classify(err)}, r.now())
+	return err
+}
+
+// watch records l's end if it ends by itself (expired or lost): from its
+// Deadline, or from when its Done was seen closed if that came first,
+// until any time later (the backend frees the key after the holder stops).
+func (r *Recorder) watch(client int, l *recorded) {
+	<-l.Done()
+	seen := r.now()
+	if !errors.Is(l.Err(), locker.ErrLeaseLost) {
+		return // unlocked: its Unlock is in the history
+	}
+	from := min(seen, int64(l.Deadline().Sub(r.start)))
+	r.add(client, input{kind: end, key: l.Key(), lease: l.id}, from, output{}, math.MaxInt64)
+}
+
+func classify(err error) result {
+	switch {
+	case err == nil:
+		return ok
+	case errors.Is(err, locker.ErrNotHeld), errors.Is(err, locker.ErrLeaseLost):
+		return notHeld
+	}
+	return other
+}
+
+func (r *Recorder) now() int64 { return int64(time.Since(r.start)) }
+
+func (r *Recorder) newLease() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.leases++
+	return r.leases
+}
+
+func (r *Recorder) add(client int, in input, call int64, out output, ret int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
+}
+
+// Len is the number of operations recorded so far.
+func (r *Recorder) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.ops)
+}
+
+// checkTimeout bounds porcupine's search; histories partitioned by key
+// finish in milliseconds.
+const checkTimeout = time.Minute
+
+// Check waits until every lease granted in the history has ended (Unlock
+// them first), then checks the history: nil if it obeys the model, a
+// *Violation if it does not, another error if ctx ended first or the
+// checker could not decide in time.
+func (r *Recorder) Check(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { r.live.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("history: leases still live: %w", ctx.Err())
+	}
+	r.mu.Lock()
+	ops := make([]porcupine.Operation, len(r.ops))
+	copy(ops, r.ops)
+	r.mu.Unlock()
+	last := int64(0)
+	for _, op := range ops {
+		if op.Return != math.MaxInt64 {
+			last = max(last, op.Return)
+		}
+	}
+	for i := range ops {
+		ops[i].Return = min(ops[i].Return, last+1) // ends run on past the history
+		ops[i].Call = min(ops[i].Call, ops[i].Return)
+	}
+	res, info := porcupine.CheckOperationsVerbose(model, ops, checkTimeout)
+	switch res {
+	case porcupine.Ok:
+		return nil
+	case porcupine.Illegal:
+		return &Violation{ops: len(ops), info: info}
+	}
+	return fmt.Errorf("history: the checker could not decide on %d operations within %v", len(ops), checkTimeout)
+}
+
+// Violation is a history that no order of its operations explains: two
+// holders at once, a fence that did not rise, a release or refresh the
+// holder should not have had, or a refusal of a free key.
+type Violation struct {
+	ops  int
+	info porcupine.LinearizationInfo
+}
+
+func (v *Violation) Error() string {
+	return fmt.Sprintf("history of %d operations is not linearizable against a fenced lease "+
+		"(two holders at once, a fence not rising, a wrong release or refusal): its visualization shows where", v.ops)
+}
+
+// WriteHTML writes porcupine's visualization of the history to path.
+func (v *Violation) WriteHTML(path string) error {
+	return porcupine.VisualizePath(model, v.info, path)
+}
+
+// WriteArtifact writes the visualization of the history that err reports
+// not linearizable, if it does, into t's artifact directory (kept by go
+// test -artifacts, under -outputdir) and logs the file's path.
+func WriteArtifact(t testing.TB, err error) {
+	t.Helper()
+	var v *Violation
+	if !errors.As(err, &v) {
+		return
+	}
+	path := filepath.Join(t.ArtifactDir(), "history.html")
+	if werr := v.WriteHTML(path); werr != nil {
+		t.Logf("history visualization: %v", werr)
+		return
+	}
+	t.Logf("history visualization: %s", path)
+}
