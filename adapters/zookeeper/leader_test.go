@@ -19,7 +19,7 @@ func TestLeaderKilledUnderContention(t *testing.T) {
 // again with its data: no two holders at once, no fence going back (the
 // history says so), and waiters go on once the ensemble serves again.
 func TestEnsembleKilledAndRestartedUnderContention(t *testing.T) {
-	if raceBuild {
+	if testenv.Race {
 		// go-zookeeper's reconnect reads Conn.lastZxid in sendSetWatches
 		// while recvLoop writes it (samuel/go-zookeeper#260, go-zookeeper/zk#35,
 		// unfixed upstream): every client reconnects at once here, so the race

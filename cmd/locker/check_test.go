@@ -13,7 +13,7 @@ import (
 func TestCheckOnSQLite(t *testing.T) {
 	t.Parallel()
 	db := "sqlite://" + filepath.Join(t.TempDir(), "check.db")
-	r := cli(t, testEnv(t), "check", "--backend", db, "--ttl", "1s").want(t, 0, "check on SQLite")
+	r := cli(t, testEnv(t), "check", "--backend", db).want(t, 0, "check on SQLite")
 	checks := conformance.Checks()
 	for _, c := range checks {
 		if !strings.Contains(r.stdout, "\nPASS  "+c.Name+"\n") && !strings.Contains(r.stdout, "\nSKIP  "+c.Name+": ") {

@@ -1,5 +1,0 @@
-//go:build !race
-
-package sql_test
-
-const raceBuild = false

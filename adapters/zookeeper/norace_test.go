@@ -1,5 +1,0 @@
-//go:build !race
-
-package zookeeper_test
-
-const raceBuild = false
