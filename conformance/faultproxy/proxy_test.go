@@ -39,17 +39,25 @@ func roundTrip(c net.Conn, msg string, wait time.Duration) (string, error) {
 	return string(buf), err
 }
 
-func TestBlackholeHoldsTrafficUntilResume(t *testing.T) {
+// dialProxy starts a proxy in front of an echo server and connects to it;
+// both are closed when the test ends (Close twice is harmless).
+func dialProxy(t *testing.T) (*Proxy, net.Conn) {
+	t.Helper()
 	p, err := New(echo(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { _ = p.Close() })
 	c, err := net.Dial("tcp", p.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { _ = c.Close() })
+	return p, c
+}
+
+func TestBlackholeHoldsTrafficUntilResume(t *testing.T) {
+	p, c := dialProxy(t)
 	if got, err := roundTrip(c, "a", 5*time.Second); err != nil || got != "a" {
 		t.Fatalf("through the proxy: %q, %v", got, err)
 	}
@@ -66,15 +74,7 @@ func TestBlackholeHoldsTrafficUntilResume(t *testing.T) {
 }
 
 func TestCutEndsConnections(t *testing.T) {
-	p, err := New(echo(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p, c := dialProxy(t)
 	p.Cut()
 	if _, err := roundTrip(c, "a", 5*time.Second); err == nil {
 		t.Error("a cut connection still answers")
@@ -85,16 +85,7 @@ func TestCutEndsConnections(t *testing.T) {
 }
 
 func TestDelayAddsLatencyEachWay(t *testing.T) {
-	p, err := New(echo(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p, c := dialProxy(t)
 	const d = 50 * time.Millisecond
 	p.Delay(d)
 	start := time.Now()
