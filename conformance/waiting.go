@@ -55,26 +55,33 @@ func checkCancellation(e *env) error {
 	}
 }
 
-// abandonAfter is how long abandonLocks' Locks wait: well past a first
-// attempt's round trip on a loaded machine (a ZooKeeper ensemble's took
-// over 100 ms under -race), so they give up waiting, not attempting.
+// abandonAfter is the least time abandonLocks' Locks wait; they wait
+// three refusals' round trips more, measured just before, so that they
+// give up while waiting, not while their first attempt is still on its
+// way (a loaded ZooKeeper ensemble's and a race-built SQLite's took over
+// 100 ms and 300 ms): ErrLocked is claimed once a refusal was seen.
 const abandonAfter = 300 * time.Millisecond
 
 // abandonLocks has l wait for the held key and give up twice: at its
 // context's deadline, then when it is cancelled.
 func abandonLocks(e *env, l locker.Locker, key string) error {
-	ctx, cancel := context.WithTimeout(e.ctx, abandonAfter)
+	t0 := time.Now()
+	if _, err := l.TryLock(e.ctx, key); !errors.Is(err, locker.ErrLocked) {
+		return fmt.Errorf("TryLock of a held key = %v, want ErrLocked", err)
+	}
+	after := abandonAfter + 3*time.Since(t0)
+	ctx, cancel := context.WithTimeout(e.ctx, after)
 	defer cancel()
 	start := time.Now()
 	if lease, err := l.Lock(ctx, key); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, locker.ErrLocked) {
 		return fmt.Errorf("Lock past its deadline = %v, %v; want an error matching context.DeadlineExceeded and ErrLocked", lease, err)
 	}
-	if d := time.Since(start); d > abandonAfter+slack {
-		e.errorf("Lock returned %v after its ctx deadline", d-abandonAfter)
+	if d := time.Since(start); d > after+slack {
+		e.errorf("Lock returned %v after its ctx deadline", d-after)
 	}
 	ctx, cancel = context.WithCancel(e.ctx)
 	defer cancel()
-	time.AfterFunc(abandonAfter, cancel)
+	time.AfterFunc(after, cancel)
 	if lease, err := l.Lock(ctx, key); !errors.Is(err, context.Canceled) || !errors.Is(err, locker.ErrLocked) {
 		return fmt.Errorf("cancelled Lock = %v, %v; want an error matching context.Canceled and ErrLocked", lease, err)
 	}
