@@ -72,6 +72,12 @@ func TestModel(t *testing.T) {
 			r.op(0, end, 1, 50, 1000, ok, 0)
 			r.op(1, acquire, 2, 60, 70, ok, 4)
 		}, false},
+		{"refusal while another acquire is on its way", func(r *Recorder) {
+			r.op(0, acquire, 1, 0, 10, ok, 1)
+			r.op(0, release, 1, 20, 30, ok, 0)
+			r.op(1, acquire, 0, 25, 50, refused, 0) // saw a queued place, given up
+			r.op(2, acquire, 0, 35, 45, refused, 0)
+		}, true},
 		{"refusal after a failed acquire", func(r *Recorder) {
 			r.op(1, failed, 0, 0, 10, other, 0) // its grant may have been lost
 			r.op(1, acquire, 0, 40, 50, refused, 0)
