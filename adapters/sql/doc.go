@@ -55,15 +55,17 @@
 // # Waiting
 //
 // Postgres waiters queue, first come first served: a Lock whose first
-// attempt fails LISTENs (one dedicated pgx connection per Locker,
-// re-established with backoff), then keeps a place in the queue table,
-// expiring a TTL ahead and renewed while it waits. A free key goes only to
+// attempt fails LISTENs (one dedicated pgx connection that a process's
+// Lockers on one pool and table share, re-established with backoff), then
+// keeps a place in the queue table, expiring a TTL ahead and renewed while
+// it waits. A free key goes only to
 // the first live waiter (TryLock and new Locks queue behind live waiters; a
 // same-owner re-entry does not), so a crashed waiter delays the others by
 // at most its TTL. A release NOTIFYs the first live waiter only. Waiting
-// holds no connection: a Locker opened by URL keeps at most 16 pooled
-// connections, on which its waiters and holders take turns statement by
-// statement.
+// holds no connection: the Lockers of a process opened on one URL share one
+// handle of at most 16 pooled connections, on which their waiters and
+// holders take turns statement by statement, so 400 Lockers cost 17
+// connections, not 400 or more.
 //
 // SQLite has no notification between processes. Lockers of one process on
 // the same file and table share wake-ups, and take turns at the file, so

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"sync"
 
+	"gorm.io/gorm"
+
 	"github.com/locker-go/locker"
 )
 
@@ -12,13 +14,15 @@ import (
 var drivers sync.Map
 
 // Open is locker.Open for this package's URLs, keeping the Locker's driver
-// for Crash and for tests that reach into it.
+// for Crash and for tests that reach into it. Its Lockers do not share
+// their database handle (as locker.Open's do), so that Crash ends only
+// its Locker's connections, as a killed process would.
 func Open(ctx context.Context, raw string) (locker.Locker, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, err
 	}
-	d, err := openDriver(ctx, u)
+	d, err := openIn(ctx, u, new(shared[string, *gorm.DB])) // a pool of its own: see Crash
 	if err != nil {
 		return nil, err
 	}

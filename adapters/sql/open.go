@@ -29,12 +29,37 @@ func init() {
 }
 
 // openDriver opens the database u names, checked before anything is
-// contacted.
-func openDriver(ctx context.Context, u *url.URL) (*sqlDriver, error) {
-	dialector, opts, err := dialector(u)
+// contacted. Lockers of this process opened on the same database share one
+// handle, and so one pool (see pools).
+func openDriver(ctx context.Context, u *url.URL) (*sqlDriver, error) { return openIn(ctx, u, &pools) }
+
+// openIn is openDriver sharing handles in pools (tests: a fresh one).
+func openIn(ctx context.Context, u *url.URL, pools *shared[string, *gorm.DB]) (*sqlDriver, error) {
+	dialector, dsn, opts, err := dialector(u)
 	if err != nil {
 		return nil, err
 	}
+	db, closeDB, err := pools.get(ctx, u.Scheme+" "+dsn, func() (*gorm.DB, error) { return openDB(ctx, u, dialector) }, closeGorm)
+	if err != nil {
+		return nil, err
+	}
+	d, err := newDriver(ctx, db, closeDB, opts...)
+	if err != nil {
+		closeDB()
+		return nil, fmt.Errorf("locker/sql: open %s: %w", urlx.Redact(u), err)
+	}
+	return d, nil
+}
+
+// pools are the database handles of Lockers opened by URL, by scheme and
+// DSN: 400 Lockers on one URL share one pool of urlPoolSize connections
+// instead of keeping an idle connection each and running the server out of
+// them. A waiter holds no connection while it waits, so sharing costs it
+// nothing.
+var pools shared[string, *gorm.DB]
+
+// openDB opens what dialector names.
+func openDB(ctx context.Context, u *url.URL, dialector gorm.Dialector) (*gorm.DB, error) {
 	// Retried on SQLITE_BUSY (sqliteClassify retries no Postgres error):
 	// switching a new file to WAL takes an exclusive lock that SQLite's busy
 	// handler does not wait for, so processes opening it at once meet it.
@@ -42,7 +67,7 @@ func openDriver(ctx context.Context, u *url.URL) (*sqlDriver, error) {
 		db    *gorm.DB
 		cause error
 	)
-	err = retry(ctx, DefaultRetryTimeout, sqliteClassify, func(context.Context) error {
+	err := retry(ctx, DefaultRetryTimeout, sqliteClassify, func(context.Context) error {
 		// Quiet: errors are returned, transient ones retried. gorm.Open
 		// writes into its config, so each call gets its own.
 		db, cause = gorm.Open(dialector, &gorm.Config{Logger: logger.Discard})
@@ -55,31 +80,36 @@ func openDriver(ctx context.Context, u *url.URL) (*sqlDriver, error) {
 	}
 	if sqlDB, err := db.DB(); err == nil && u.Scheme != "sqlite" {
 		sqlDB.SetMaxOpenConns(urlPoolSize)
+		sqlDB.SetMaxIdleConns(urlPoolSize) // not 2: a busy pool would reconnect per statement
 	}
-	d, err := newDriver(ctx, db, true, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("locker/sql: open %s: %w", urlx.Redact(u), err)
-	}
-	return d, nil
+	return db, nil
 }
 
-// urlPoolSize caps the pooled connections of a Postgres Locker opened by
-// URL (its LISTEN connection apart): every statement is one round trip on a pooled
-// connection, so waiters take turns on a few instead of holding one each,
-// and 400 waiters over 8 Lockers stay well within a server's
-// max_connections. A *gorm.DB given to New keeps its own settings.
+func closeGorm(db *gorm.DB) {
+	if sqlDB, err := db.DB(); err == nil {
+		_ = sqlDB.Close()
+	}
+}
+
+// urlPoolSize caps the pooled connections that the Postgres Lockers of a
+// process opened on one URL share (their LISTEN connection apart): every
+// statement is one round trip on a pooled connection, so waiters take turns
+// on a few instead of holding one each, and any number of Lockers stays well
+// within a server's max_connections. A *gorm.DB given to New keeps its own
+// settings.
 const urlPoolSize = 16
 
-// dialector returns what gorm opens for u, and u's options. SQLite gets
-// WAL, a busy timeout and immediate transactions, so processes on one
-// machine share the file safely.
-func dialector(u *url.URL) (gorm.Dialector, []Option, error) {
+// dialector returns what gorm opens for u, its DSN, and u's options.
+// SQLite gets WAL, a busy timeout and immediate transactions, so processes
+// on one machine share the file safely.
+func dialector(u *url.URL) (gorm.Dialector, string, []Option, error) {
 	if u.Scheme != "sqlite" {
 		dsn, opts, err := postgresDSN(u)
-		return postgres.Open(dsn), opts, err
+		return postgres.Open(dsn), dsn, opts, err
 	}
 	path, opts, err := sqlitePath(u)
-	return gsqlite.Open(path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"), opts, err
+	dsn := path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	return gsqlite.Open(dsn), dsn, opts, err
 }
 
 // postgresDSN takes this package's parameters out of a postgres URL and

@@ -124,8 +124,39 @@ func pgClassify(err error) (bool, bool) {
 	return true, !pgconn.SafeToRetry(err)
 }
 
-// pgSetup listens through pgx for the table's notifications.
+// pgSetup listens through pgx for the table's notifications, on a
+// connection that the process's Lockers on the same pool and table share.
 func pgSetup(ctx context.Context, d *sqlDriver) error {
+	cfg, err := pgxConfig(ctx, d)
+	if err != nil {
+		return err
+	}
+	if cfg == nil {
+		// Not pgx: no LISTEN. Waiters fall back to backoff like SQLite's,
+		// woken early only by this Locker's own releases.
+		d.poll, d.hub = true, wait.NewHub(localChannel{})
+		return nil
+	}
+	ls, release, err := listeners.get(ctx, listenerKey{d.db, d.cfg.table},
+		func() (*listener, error) { return newListener(cfg, d.cfg.table), nil }, (*listener).close)
+	if err != nil {
+		return err
+	}
+	d.hub, d.stop = ls.hub, release
+	return nil
+}
+
+// listeners are the LISTEN connections of this process, one per pool and
+// table: 400 Lockers on one URL (one pool, see pools) listen on one.
+var listeners shared[listenerKey, *listener]
+
+type listenerKey struct {
+	db    *dbsql.DB
+	table string
+}
+
+// pgxConfig returns the pgx config of d's pool, or nil if it is not pgx.
+func pgxConfig(ctx context.Context, d *sqlDriver) (*pgx.ConnConfig, error) {
 	var cfg *pgx.ConnConfig
 	err := d.retry(ctx, func(ctx context.Context) error {
 		c, err := d.db.Conn(ctx)
@@ -140,18 +171,7 @@ func pgSetup(ctx context.Context, d *sqlDriver) error {
 			return nil
 		})
 	}, nil)
-	if err != nil {
-		return err
-	}
-	if cfg == nil {
-		// Not pgx: no LISTEN. Waiters fall back to backoff like SQLite's,
-		// woken early only by this Locker's own releases.
-		d.poll, d.hub = true, wait.NewHub(localChannel{})
-		return nil
-	}
-	ls := newListener(cfg, d.cfg.table)
-	d.hub, d.stop = ls.hub, ls.close
-	return nil
+	return cfg, err
 }
 
 // pgSchema takes turns with other sessions first: CREATE … IF NOT EXISTS

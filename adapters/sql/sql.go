@@ -34,10 +34,10 @@ var gormDialects = map[string]func(table string) *dialect{"postgres": pgDialect,
 // sqlDriver is the driver.Driver (with Notifier and Admin) over a lock table.
 type sqlDriver struct {
 	*dialect
-	db    *dbsql.DB
-	owned bool // opened by this package: closed by Close
-	cfg   config
-	hub   *wait.Hub
+	db      *dbsql.DB
+	closeDB func() // lets go of a database this package opened; nil for New's
+	cfg     config
+	hub     *wait.Hub
 	// poll: no backend notification reaches every waiter (SQLite, Postgres
 	// without LISTEN), so waiters also poll, and releases wake this
 	// process's waiters by key. Else waiters queue in the database, and a
@@ -54,14 +54,14 @@ type sqlDriver struct {
 func New(db *gorm.DB, opts ...Option) (locker.Locker, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	d, err := newDriver(ctx, db, false, opts...)
+	d, err := newDriver(ctx, db, nil, opts...)
 	if err != nil {
 		return nil, err
 	}
 	return locker.New(d), nil
 }
 
-func newDriver(ctx context.Context, gdb *gorm.DB, owned bool, opts ...Option) (*sqlDriver, error) {
+func newDriver(ctx context.Context, gdb *gorm.DB, closeDB func(), opts ...Option) (*sqlDriver, error) {
 	cfg, err := resolve(opts)
 	if err != nil {
 		return nil, err
@@ -77,7 +77,7 @@ func newDriver(ctx context.Context, gdb *gorm.DB, owned bool, opts ...Option) (*
 	if gormDialects[name] == nil {
 		return nil, fmt.Errorf("%w: gorm dialect %q: want postgres or sqlite", ErrInvalidOption, name)
 	}
-	d := &sqlDriver{dialect: gormDialects[name](cfg.table), db: db, owned: owned, cfg: cfg, stop: func() {}}
+	d := &sqlDriver{dialect: gormDialects[name](cfg.table), db: db, closeDB: closeDB, cfg: cfg, stop: func() {}}
 	if err = d.setup(ctx, d); err == nil {
 		err = d.retry(ctx, d.migrateTx, nil)
 	}
@@ -101,12 +101,12 @@ func (d *sqlDriver) migrateTx(ctx context.Context) error {
 	return tx.Commit()
 }
 
-// Close releases the driver's connections (the database handle too, if
-// this package opened it).
+// Close releases the driver's connections (and lets go of the database
+// handle, if this package opened it).
 func (d *sqlDriver) Close(context.Context) error {
 	d.stop()
-	if d.owned {
-		return d.db.Close()
+	if d.closeDB != nil {
+		d.closeDB()
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	dbsql "database/sql"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/locker-go/locker/internal/wait"
 )
@@ -96,13 +95,10 @@ func sqliteClassify(err error) (bool, bool) {
 type fileState struct {
 	hub  *wait.Hub
 	gate chan struct{}
-	refs int
 }
 
-var (
-	filesMu sync.Mutex
-	files   = map[string]*fileState{}
-)
+// files are the fileStates of this process, by file and table.
+var files shared[string, *fileState]
 
 // localChannel is the hub's backend for in-process notification: nothing
 // to subscribe to, since releases in this process call Notify directly.
@@ -124,22 +120,12 @@ func sqliteSetup(ctx context.Context, d *sqlDriver) error {
 	if file == "" {
 		return fmt.Errorf("%w: an in-memory SQLite database is private to its connection: use a file", ErrInvalidOption)
 	}
-	id := file + "\x00" + d.cfg.table
-	filesMu.Lock()
-	defer filesMu.Unlock()
-	f := files[id]
-	if f == nil {
-		f = &fileState{hub: wait.NewWakeOneHub(localChannel{}), gate: make(chan struct{}, 1)}
-		files[id] = f
+	f, release, err := files.get(ctx, file+"\x00"+d.cfg.table, func() (*fileState, error) {
+		return &fileState{hub: wait.NewWakeOneHub(localChannel{}), gate: make(chan struct{}, 1)}, nil
+	}, func(*fileState) {})
+	if err != nil {
+		return err
 	}
-	f.refs++
-	d.hub, d.gate = f.hub, f.gate
-	d.stop = sync.OnceFunc(func() {
-		filesMu.Lock()
-		defer filesMu.Unlock()
-		if f.refs--; f.refs == 0 {
-			delete(files, id)
-		}
-	})
+	d.hub, d.gate, d.stop = f.hub, f.gate, release
 	return nil
 }

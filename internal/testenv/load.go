@@ -54,6 +54,34 @@ func Load(t *testing.T, url string) {
 	run.check(t, waiters+clients*rounds)
 }
 
+// ManyLockers is defect 4's load run: n waiters on one key, each through
+// a Locker of its own opened on url, as n processes would be. Waiting must
+// not cost a backend connection per waiter, and a holder's refresh must not
+// queue behind the waiters: every Lock and Unlock must succeed, the counter
+// be exact, the history linearizable. It skips under -race, as Load does.
+func ManyLockers(t *testing.T, url string, n int) {
+	t.Helper()
+	if Race {
+		t.Skip("the load run does not run under -race: scripts/test runs it in its non-race step (go test -run TestLoad ./adapters/...)")
+	}
+	ls := make([]locker.Locker, n)
+	for i := range ls {
+		l, err := locker.Open(t.Context(), url)
+		if err != nil {
+			t.Fatalf("Locker %d of %d: %v", i+1, n, err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		ls[i] = l
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	run := &loadRun{rec: history.New(), prefix: fmt.Sprintf("many-%d/", rand.Uint64())}
+	start := time.Now()
+	run.clients(n, func(i int, c *history.Client) { run.grant(ctx, c, ls[i], "one") })
+	t.Logf("%d waiters on one key, each its own Locker: %v", n, time.Since(start).Round(time.Millisecond))
+	run.check(t, n)
+}
+
 // loadRun is what Load's clients share.
 type loadRun struct {
 	rec      *history.Recorder
