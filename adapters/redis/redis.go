@@ -16,10 +16,15 @@
 // prefix with a hash tag, e.g. "{locker}:", so that the lock keys and the
 // counter share a slot, as a Lua script requires.
 //
-// What it survives: a crashed holder (the key expires at its TTL). What it
-// does not: the loss of the Redis node, or a failover to a replica that had
-// not yet received the lock (replication is asynchronous); use Redlock
-// (adapters/redsync) or a consensus backend for that.
+// What it survives: a crashed holder (the key expires at its TTL), and a
+// Redis killed and restarted on an append-only file fsynced at every write
+// (appendonly yes, appendfsync always), which keeps every lock. What it
+// does not: a restart without that persistence, which drops the holders'
+// keys (fences still rise, so a fenced resource stays safe; otherwise
+// delay the restart by the longest TTL), the loss of the Redis node, or a
+// failover to a replica that had not yet received the lock (replication is
+// asynchronous); use Redlock (adapters/redsync) or a consensus backend for
+// that.
 package redis
 
 import (

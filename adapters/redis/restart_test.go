@@ -42,3 +42,14 @@ func TestFenceNeverGoesBackAfterARestartWithoutData(t *testing.T) {
 		srv = testenv.StartRedis(t, srv.Port()) // empty: no counter, no locks
 	}
 }
+
+// Redis killed (SIGKILL) under contention and started again on its
+// append-only file, fsynced at every write (a lock server's durable
+// setting): no two holders at once, no fence going back, and the waiters go
+// on once it answers again. (Without persistence a restart loses the
+// holder's key: see the package documentation.)
+func TestKilledAndRestartedUnderContention(t *testing.T) {
+	testenv.URL(t, "LOCKER_TEST_REDIS") // -short skips; the server is our own
+	srv := testenv.StartRedisAOF(t)
+	testenv.KillUnderContention(t, "redis://"+srv.Addr, srv.Restart)
+}

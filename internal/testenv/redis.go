@@ -13,11 +13,12 @@ import (
 )
 
 // RedisServer is a redis-server process of a fault test's own, so that
-// stopping, killing or restarting it disturbs no other test. It keeps
-// nothing on disk: a restart comes back empty.
+// stopping, killing or restarting it disturbs no other test. Unless made by
+// StartRedisAOF it keeps nothing on disk: a restart comes back empty.
 type RedisServer struct {
 	t    testing.TB
 	Addr string // 127.0.0.1:port
+	args []string
 	cmd  *exec.Cmd
 }
 
@@ -25,35 +26,56 @@ type RedisServer struct {
 // 0) and waits until it answers; t's cleanup kills it.
 func StartRedis(t testing.TB, port int) *RedisServer {
 	t.Helper()
+	return startRedis(t, port, "--save", "", "--appendonly", "no")
+}
+
+// StartRedisAOF is StartRedis on a free port with an append-only file
+// fsynced at every write, as a lock server that must survive a crash is
+// configured: Restart brings every key back.
+func StartRedisAOF(t testing.TB) *RedisServer {
+	t.Helper()
+	return startRedis(t, 0, "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", t.TempDir())
+}
+
+func startRedis(t testing.TB, port int, args ...string) *RedisServer {
+	t.Helper()
+	if port == 0 {
+		port = freePort(t)
+	}
+	s := &RedisServer{t: t, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		args: append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--daemonize", "no", "--loglevel", "warning"}, args...)}
+	s.start()
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// start runs the server and waits until it answers.
+func (s *RedisServer) start() {
+	s.t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		t.Fatalf("redis-server not found (scripts/backends up installs it): %v", err)
+		s.t.Fatalf("redis-server not found (scripts/backends up installs it): %v", err)
 	}
-	if port == 0 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port = ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-	}
-	s := &RedisServer{t: t, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
-	s.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning")
+	s.cmd = exec.Command(bin, s.args...)
 	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
+		s.t.Fatal(err)
 	}
-	t.Cleanup(s.Kill)
 	c := goredis.NewClient(&goredis.Options{Addr: s.Addr, MaxRetries: -1})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for c.Ping(context.Background()).Err() != nil {
 		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s did not answer within 10s", s.Addr)
+			s.t.Fatalf("redis-server on %s did not answer within 10s", s.Addr)
 		}
 		time.Sleep(10 * time.Millisecond) // a process starting up offers nothing to wait on
 	}
-	return s
+}
+
+// Restart kills the server (SIGKILL) and starts it again on its port:
+// empty, or with its data if made by StartRedisAOF.
+func (s *RedisServer) Restart() {
+	s.Kill()
+	s.start()
 }
 
 // Port is the server's port, e.g. to start it again on the same one.
