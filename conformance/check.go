@@ -100,6 +100,13 @@ type env struct {
 // errorf records a failure and lets the check go on; safe for concurrent use.
 func (e *env) errorf(format string, args ...any) { e.error(fmt.Errorf(format, args...)) }
 
+// logf hands a measured figure to the harness's Log, if any.
+func (e *env) logf(format string, args ...any) {
+	if e.h.Log != nil {
+		e.h.Log(format, args...)
+	}
+}
+
 func (e *env) error(err error) {
 	e.mu.Lock()
 	e.errs = append(e.errs, err)

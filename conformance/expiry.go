@@ -71,10 +71,13 @@ func (e *env) takeOver(b locker.Locker, key string, old locker.Lease, how string
 	ttl := e.h.ttl()
 	ctx, cancel := context.WithTimeout(e.ctx, ttl+slack)
 	defer cancel()
+	start := time.Now()
 	next, err := b.Lock(ctx, key)
 	if err != nil {
 		return fmt.Errorf("key of a %s holder not free within TTL %v + %v: %w", how, ttl, slack, err)
 	}
+	e.logf("the key of a %s holder passed on %v after its Deadline (%v after the Lock; TTL %v)",
+		how, time.Since(old.Deadline()).Round(time.Millisecond), time.Since(start).Round(time.Millisecond), ttl)
 	if next.Fence() <= old.Fence() {
 		e.errorf("fence %d after the %s holder is not above its %d", next.Fence(), how, old.Fence())
 	}
@@ -112,7 +115,9 @@ func checkDoneByDeadlineWhileHung(e *env) error {
 	if err != nil {
 		return fmt.Errorf("while the backend hung: %w", err)
 	}
-	if late := time.Since(old.Deadline()); late > lateAllowance {
+	late := time.Since(old.Deadline())
+	e.logf("Done closed %v after the Deadline while the backend hung (negative: before)", late.Round(time.Millisecond))
+	if late > lateAllowance {
 		e.errorf("Done closed %v after the Deadline while the backend hung", late)
 	}
 	if err := old.Err(); !errors.Is(err, locker.ErrLeaseLost) {

@@ -118,21 +118,27 @@ func (f *faultRun) faults(ls []locker.Locker) error {
 	if err != nil {
 		return fmt.Errorf("Hang: %w", err)
 	}
+	hung := time.Now()
 	err = waitDone(lease, f.e.h.ttl()+slack)
 	if err == nil {
-		if late := time.Since(lease.Deadline()); late > lateAllowance {
+		late := time.Since(lease.Deadline())
+		f.e.logf("under contention: the hung holder's Done closed %v after its Deadline (negative: before)", late.Round(time.Millisecond))
+		if late > lateAllowance {
 			f.e.errorf("the hung holder's Done closed %v after its Deadline", late)
 		}
 		err = f.progress(10, "while the holder hung")
+		f.e.logf("under contention: 10 grants to the others %v after the hang began (TTL %v)", time.Since(hung).Round(time.Millisecond), f.e.h.ttl())
 	}
 	before := f.grants[0].Load()
 	heal()
+	healed := time.Now()
 	if err != nil {
 		return err
 	}
 	if err := f.wait(func() bool { return f.grants[0].Load() > before }, "the healed client's next grant"); err != nil {
 		return err
 	}
+	f.e.logf("under contention: the healed client's next grant %v after the heal", time.Since(healed).Round(time.Millisecond))
 	if _, err := f.ask(1); err != nil {
 		return err
 	}

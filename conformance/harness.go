@@ -48,6 +48,10 @@ type Harness struct {
 	// RoundTrip makes one plain backend round trip (PING, SELECT 1, a Get).
 	// Optional: benchmarks report lock+unlock as a multiple of it.
 	RoundTrip func(ctx context.Context) error
+	// Log, if set, receives what the checks measured on the way (how late
+	// a cut-off holder's Done closed, how soon the key passed on after a
+	// fault): the figures behind a guarantee. Run sets it to t.Logf.
+	Log func(format string, args ...any)
 	// Prefix begins every key the checks and benchmarks use; each check
 	// adds its name, so checks never share a key. It must be unique to the
 	// run when runs may overlap on one backend. Run defaults it from the

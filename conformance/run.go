@@ -22,6 +22,10 @@ func Run(t *testing.T, h Harness) {
 	for _, c := range Checks() {
 		t.Run(c.Name, func(t *testing.T) {
 			t.Parallel()
+			h := h
+			if h.Log == nil {
+				h.Log = t.Logf
+			}
 			err := c.Run(t.Context(), h)
 			var s *SkipError
 			switch {
