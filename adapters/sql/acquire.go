@@ -105,7 +105,10 @@ type hold struct {
 
 func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 	var ok bool
-	if err := h.d.row(ctx, h.d.q.refresh, []any{h.key, h.owner, int64(h.fence), h.id, h.ttl.Milliseconds()}, &ok); err != nil {
+	if err := h.d.retry(ctx, func(ctx context.Context) (err error) {
+		ok, err = h.d.refreshOnce(ctx, h)
+		return err
+	}, nil); err != nil {
 		return 0, err
 	}
 	if !ok {
@@ -134,8 +137,11 @@ func (h *hold) Release(ctx context.Context) error {
 
 // Expire deletes the expired row, so an expired lock leaves none behind.
 func (h *hold) Expire(ctx context.Context) {
-	var deleted, notified int
-	if h.d.row(ctx, h.d.q.expire, []any{h.key, h.owner, int64(h.fence)}, &deleted, &notified) == nil && deleted > 0 {
+	var deleted bool
+	if h.d.retry(ctx, func(ctx context.Context) (err error) {
+		deleted, err = h.d.expireOnce(ctx, h)
+		return err
+	}, nil) == nil && deleted {
 		h.d.notify(h.key)
 	}
 }
@@ -149,7 +155,7 @@ func (d *sqlDriver) notify(key string) {
 
 // Status returns the live holder of key, or ErrNotHeld.
 func (d *sqlDriver) Status(ctx context.Context, key string) (driver.LockInfo, error) {
-	infos, err := d.query(ctx, d.q.info+` AND "key" = $1`, key)
+	infos, err := d.query(ctx, d.q.status, key)
 	if err != nil {
 		return driver.LockInfo{}, err
 	}
@@ -161,16 +167,16 @@ func (d *sqlDriver) Status(ctx context.Context, key string) (driver.LockInfo, er
 
 // List returns the live locks whose keys begin with prefix.
 func (d *sqlDriver) List(ctx context.Context, prefix string) ([]driver.LockInfo, error) {
-	return d.query(ctx, d.q.info+" AND "+hasPrefix, prefix)
+	return d.query(ctx, d.q.list, prefix)
 }
 
 // ForceUnlock deletes key's row whoever holds it and wakes its waiters.
 func (d *sqlDriver) ForceUnlock(ctx context.Context, key string) error {
-	var (
-		held     bool
-		notified int
-	)
-	if err := d.row(ctx, d.q.force, []any{key}, &held, &notified); err != nil {
+	var held bool
+	if err := d.retry(ctx, func(ctx context.Context) (err error) {
+		held, err = d.forceOnce(ctx, d, key)
+		return err
+	}, nil); err != nil {
 		return err
 	}
 	d.notify(key)

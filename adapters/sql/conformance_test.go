@@ -16,6 +16,7 @@ import (
 	"github.com/locker-go/locker/internal/testenv"
 
 	_ "github.com/glebarez/go-sqlite"  // database/sql driver "sqlite", for the harness's own reads
+	_ "github.com/go-sql-driver/mysql" // database/sql driver "mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 )
 
@@ -62,6 +63,45 @@ func postgresHarness(t testing.TB, proxied bool) conformance.Harness {
 	}
 }
 
+// mysqlHarness drives the MariaDB of scripts/backends, as postgresHarness
+// does Postgres. MySQL keeps no queue: waiters poll, so no FIFO order.
+func mysqlHarness(t testing.TB, proxied bool) conformance.Harness {
+	u := testenv.URL(t, "LOCKER_TEST_MYSQL")
+	pass, _ := u.User.Password()
+	db := openDB(t, "mysql", fmt.Sprintf("%s:%s@tcp(%s)%s", u.User.Username(), pass, u.Host, u.Path))
+	var crasher faultproxy.Crasher
+	t.Cleanup(func() { _ = crasher.Close() })
+	return conformance.Harness{
+		NewLocker: func(ctx context.Context) (locker.Locker, error) {
+			if !proxied {
+				return locker.Open(ctx, u.String())
+			}
+			p, err := crasher.Proxy(u.Host)
+			if err != nil {
+				return nil, err
+			}
+			pu := *u
+			pu.Host = p.Addr()
+			l, err := locker.Open(ctx, pu.String())
+			if err != nil {
+				return nil, err
+			}
+			crasher.Track(l, p)
+			return l, nil
+		},
+		Crash: crasher.Crash,
+		Hang:  crasher.Blackhole,
+		Slow:  crasher.Delay,
+		Count: func(ctx context.Context, prefix string) (int, error) {
+			return count(ctx, db, "SELECT count(*) FROM locker_locks l JOIN (SELECT ? AS p) a ON LEFT(l.`key`, LENGTH(a.p)) = a.p", prefix)
+		},
+		RoundTrip: func(ctx context.Context) error {
+			_, err := db.ExecContext(ctx, "SELECT 1")
+			return err
+		},
+	}
+}
+
 // sqliteHarness drives a SQLite file: LOCKER_TEST_SQLITE, else a fresh one.
 // Each Locker has its own handle on the file, like a separate process.
 func sqliteHarness(t testing.TB) conformance.Harness {
@@ -94,9 +134,11 @@ func sqliteHarness(t testing.TB) conformance.Harness {
 
 func TestConformancePostgres(t *testing.T) { conformance.Run(t, postgresHarness(t, true)) }
 func TestConformanceSQLite(t *testing.T)   { conformance.Run(t, sqliteHarness(t)) }
+func TestConformanceMySQL(t *testing.T)    { conformance.Run(t, mysqlHarness(t, true)) }
 
 func BenchmarkConformancePostgres(b *testing.B) { conformance.Bench(b, postgresHarness(b, false)) }
 func BenchmarkConformanceSQLite(b *testing.B)   { conformance.Bench(b, sqliteHarness(b)) }
+func BenchmarkConformanceMySQL(b *testing.B)    { conformance.Bench(b, mysqlHarness(b, false)) }
 
 func open(t testing.TB, raw string) locker.Locker {
 	t.Helper()

@@ -15,3 +15,12 @@ func TestPostgresKilledAndRestartedUnderContention(t *testing.T) {
 	pg := testenv.StartPostgres(t)
 	testenv.KillUnderContention(t, pg.URL(), pg.Restart)
 }
+
+// MariaDB killed (SIGKILL) under contention and started again on its data
+// (innodb_flush_log_at_trx_commit=1), recovering from its redo log: no two
+// holders at once, no fence going back, and the waiters go on.
+func TestMySQLKilledAndRestartedUnderContention(t *testing.T) {
+	testenv.URL(t, "LOCKER_TEST_MYSQL") // -short skips; the server is our own
+	db := testenv.StartMariaDB(t)
+	testenv.KillUnderContention(t, db.URL(), db.Restart)
+}

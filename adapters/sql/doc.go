@@ -1,12 +1,15 @@
 // Package sql is the lock-table adapter: locks are rows of one table in
-// PostgreSQL or SQLite, reached through gorm (gorm.io/driver/postgres, and
+// PostgreSQL, MySQL or MariaDB, or SQLite, reached through gorm
+// (gorm.io/driver/postgres, gorm.io/driver/mysql, and
 // github.com/glebarez/sqlite, a pure-Go SQLite without cgo).
 //
 // Import it for its side effect to make locker.Open know the schemes
-// postgres://, postgresql:// and sqlite://, or call New with a *gorm.DB:
+// postgres://, postgresql://, mysql:// and sqlite://, or call New with a
+// *gorm.DB:
 //
 //	l, err := locker.Open(ctx, "sqlite:///var/lib/app/locks.db")
 //	l, err := locker.Open(ctx, "postgres://user:pass@db:5432/app?sslmode=require")
+//	l, err := locker.Open(ctx, "mysql://user:pass@db:3306/app")
 //
 // # URLs
 //
@@ -16,6 +19,10 @@
 // one relative to the working directory, sqlite:rel/path.db (sqlite://name.db
 // is refused: "name.db" would be a host). The file is created on first use;
 // its directory must exist. The only SQLite parameter is table=NAME.
+// mysql://user:password@host[:port]/db[?param=value...] becomes the DSN of
+// github.com/go-sql-driver/mysql, whose parameters it passes on, with
+// interpolateParams=true unless given (one round trip per statement, not a
+// prepare, an execute and a close).
 //
 // # Schema
 //
@@ -28,11 +35,13 @@
 //	    fence      bigint NOT NULL,    -- fencing token of the current owner
 //	    holds      integer NOT NULL,   -- re-entry count of a WithOwner lease
 //	    ids        text NOT NULL,      -- ' id1 id2 ': one id per hold
-//	    expires_at timestamptz NOT NULL -- SQLite: integer Unix milliseconds
+//	    expires_at timestamptz NOT NULL -- SQLite, MySQL: bigint Unix milliseconds
 //	)
 //	Postgres: SEQUENCE locker_locks_fence
 //	          TABLE locker_locks_queue (key, token, seq, expires_at): waiters
 //	SQLite:   TABLE locker_locks_fence (id, v): a counter row kept by triggers
+//	MySQL:    TABLE locker_locks_fence (id, v): a counter row (key and owner
+//	          are VARBINARY(512): byte order)
 //
 // A row lives while its lock is held, or until its expired lock is taken
 // over in place.
@@ -47,10 +56,20 @@
 // (even to an earlier lease of the same WithOwner identity), and a statement
 // retried after a lost reply applies once.
 //
+// MySQL and MariaDB return no rows from writes, so there an acquire is a
+// few single statements, none holding a lock past itself: an INSERT claims
+// a free key (the primary key lets one claim in), a fence is drawn from the
+// counter row, and an UPDATE gives it to the claim if the claim is still
+// the caller's; a refused attempt is the failed INSERT and one read.
+// Expiry there, too, is the server's clock (UTC_TIMESTAMP, whatever the
+// session's time zone). Every statement autocommits, so the isolation level
+// does not matter.
+//
 // Fences never go backwards and have gaps. On Postgres they come from a
 // SEQUENCE drawn under a transaction-scoped advisory lock on (table, key),
 // so in the order acquisitions land; on SQLite, whose writes are serial,
-// from the counter row.
+// from the counter row; on MySQL from the counter row, drawn after the key
+// is claimed.
 //
 // # Waiting
 //
@@ -73,6 +92,15 @@
 // look again on a backoff of 2 ms doubling to 50 ms, never later than the
 // holder's expiry.
 //
+// MySQL has no LISTEN/NOTIFY either, and waits as SQLite does: this
+// process's Lockers on one pool and table share wake-ups (a release here
+// wakes the oldest waiter here at once), and a waiter polls, on the same
+// backoff bounded by the holder's expiry, for releases by other processes.
+// Each poll is one failed INSERT and one read, taking no lock beyond
+// them; waiters get no FIFO order. (A hand-off through GET_LOCK, a named
+// lock the holder keeps and a waiter blocks on, would wake other processes'
+// waiters without polling; it costs a connection per waited-for key.)
+//
 // # Errors
 //
 // Transient failures (serialization failure, deadlock, lost or refused
@@ -87,7 +115,11 @@
 //     SQLite): a forward jump ends leases early, maybe while their holders,
 //     timing by monotonic clocks, still think them valid.
 //   - A Postgres failover to an asynchronous replica can lose recent
-//     commits, and with them granted locks.
+//     commits, and with them granted locks; so can a MySQL failover to an
+//     asynchronous (or semi-synchronous, after a timeout) replica. A MySQL
+//     server keeps every lock across a crash only with
+//     innodb_flush_log_at_trx_commit=1 (2: across a crash of the server
+//     process, not of the machine).
 //   - On SQLite, synchronous=NORMAL (set by the opener, with WAL) may lose
 //     the last commits on power loss. The file must be on a local disk:
 //     SQLite locking over network file systems is unreliable.

@@ -28,3 +28,11 @@ func TestLoadManyLockersPostgres(t *testing.T) {
 func TestLoadManyLockersSQLite(t *testing.T) {
 	testenv.ManyLockers(t, "sqlite://"+t.TempDir()+"/many.db", 400)
 }
+
+func TestLoadMySQL(t *testing.T) {
+	testenv.Load(t, testenv.URL(t, "LOCKER_TEST_MYSQL").String())
+}
+
+func TestLoadManyLockersMySQL(t *testing.T) {
+	testenv.ManyLockers(t, testenv.URL(t, "LOCKER_TEST_MYSQL").String(), 400)
+}

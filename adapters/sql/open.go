@@ -7,7 +7,9 @@ import (
 	"strings"
 
 	gsqlite "github.com/glebarez/sqlite"
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
+	gmysql "gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -17,7 +19,7 @@ import (
 )
 
 func init() {
-	for _, scheme := range []string{"postgres", "postgresql", "sqlite"} {
+	for _, scheme := range []string{"postgres", "postgresql", "mysql", "sqlite"} {
 		locker.Register(scheme, func(ctx context.Context, u *url.URL) (locker.Locker, error) {
 			d, err := openDriver(ctx, u)
 			if err != nil {
@@ -103,6 +105,10 @@ const urlPoolSize = 16
 // SQLite gets WAL, a busy timeout and immediate transactions, so processes
 // on one machine share the file safely.
 func dialector(u *url.URL) (gorm.Dialector, string, []Option, error) {
+	if u.Scheme == "mysql" {
+		dsn, opts, err := mysqlDSN(u)
+		return gmysql.Open(dsn), dsn, opts, err
+	}
 	if u.Scheme != "sqlite" {
 		dsn, opts, err := postgresDSN(u)
 		return postgres.Open(dsn), dsn, opts, err
@@ -130,6 +136,44 @@ func postgresDSN(u *url.URL) (string, []Option, error) {
 		return "", nil, urlx.Invalid(u, "%s", urlx.Scrub(err.Error(), u))
 	}
 	return c.String(), opts, nil
+}
+
+// mysqlDSN turns mysql://user:password@host[:port]/db?params into the DSN
+// of github.com/go-sql-driver/mysql, whose parameters it passes on (this
+// package's own taken out). Statements are interpolated on the client
+// (interpolateParams=true) unless the URL says otherwise: one round trip
+// per statement instead of a prepare, an execute and a close.
+func mysqlDSN(u *url.URL) (string, []Option, error) {
+	q, opts, err := takeOptions(u)
+	if err != nil {
+		return "", nil, err
+	}
+	if u.Opaque != "" || u.Host == "" {
+		return "", nil, urlx.Invalid(u, "want mysql://user:password@host:port/db")
+	}
+	hosts, err := urlx.Hosts(u.Host, "3306")
+	if err != nil || len(hosts) != 1 {
+		return "", nil, urlx.Invalid(u, "want one host[:port]")
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	if db == "" || strings.Contains(db, "/") {
+		return "", nil, urlx.Invalid(u, "want the database as the path: mysql://host:port/db")
+	}
+	if _, ok := q["interpolateParams"]; !ok {
+		q.Set("interpolateParams", "true")
+	}
+	cred := ""
+	if u.User != nil {
+		cred = u.User.Username() + "@"
+		if p, ok := u.User.Password(); ok {
+			cred = u.User.Username() + ":" + p + "@"
+		}
+	}
+	dsn := cred + "tcp(" + hosts[0] + ")/" + db + "?" + q.Encode()
+	if _, err := mysql.ParseDSN(dsn); err != nil {
+		return "", nil, urlx.Invalid(u, "%s", urlx.Scrub(err.Error(), u))
+	}
+	return dsn, opts, nil
 }
 
 // sqlitePath returns the file a sqlite URL names.

@@ -32,7 +32,8 @@ func pgDialect(table string) *dialect {
 			release:       fill(pgRelease),
 			expire:        fill(pgExpire),
 			force:         fill(pgForce),
-			info:          fill(pgInfo),
+			status:        fill(pgInfo + byKey),
+			list:          fill(pgInfo + byPrefix),
 		},
 		migrate: func(ctx context.Context, tx *dbsql.Tx) error {
 			_, err := tx.ExecContext(ctx, fill(pgSchema))

@@ -27,9 +27,14 @@ type dialect struct {
 	// runRelease, where the database runs q as it is.
 	acquireOnce func(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error)
 	releaseOnce func(ctx context.Context, h *hold) (ok, freed bool, err error)
+	// refreshOnce, expireOnce and forceOnce likewise: runRefresh,
+	// runExpire and runForce unless set.
+	refreshOnce func(ctx context.Context, h *hold) (ok bool, err error)
+	expireOnce  func(ctx context.Context, h *hold) (deleted bool, err error)
+	forceOnce   func(ctx context.Context, d *sqlDriver, key string) (held bool, err error)
 }
 
-var gormDialects = map[string]func(table string) *dialect{"postgres": pgDialect, "sqlite": sqliteDialect}
+var gormDialects = map[string]func(table string) *dialect{"postgres": pgDialect, "sqlite": sqliteDialect, "mysql": myDialect}
 
 // sqlDriver is the driver.Driver (with Notifier and Admin) over a lock table.
 type sqlDriver struct {
@@ -75,9 +80,12 @@ func newDriver(ctx context.Context, gdb *gorm.DB, closeDB func(), opts ...Option
 	}
 	name := gdb.Dialector.Name()
 	if gormDialects[name] == nil {
-		return nil, fmt.Errorf("%w: gorm dialect %q: want postgres or sqlite", ErrInvalidOption, name)
+		return nil, fmt.Errorf("%w: gorm dialect %q: want postgres, mysql or sqlite", ErrInvalidOption, name)
 	}
 	d := &sqlDriver{dialect: gormDialects[name](cfg.table), db: db, closeDB: closeDB, cfg: cfg, stop: func() {}}
+	if d.refreshOnce == nil {
+		d.refreshOnce, d.expireOnce, d.forceOnce = runRefresh, runExpire, runForce
+	}
 	if err = d.setup(ctx, d); err == nil {
 		err = d.retry(ctx, d.migrateTx, nil)
 	}

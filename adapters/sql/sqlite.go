@@ -33,7 +33,8 @@ RETURNING fence`)
 WHERE "key" = $1 AND owner = $2 AND ($3 = 0 OR fence = $3) AND instr(ids, {id}) > 0 RETURNING holds <= 0, holds > 0, 0, 0`),
 			expire: fill(`DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND fence = $3 AND expires_at <= {now} RETURNING 1, 0`),
 			force:  fill(`DELETE FROM {t} WHERE "key" = $1 RETURNING expires_at > {now}, 0`),
-			info:   fill(`SELECT "key", owner, fence, holds, expires_at FROM {t} WHERE expires_at > {now}`),
+			status: fill(sqliteInfo + byKey),
+			list:   fill(sqliteInfo + byPrefix),
 		},
 		migrate: func(ctx context.Context, tx *dbsql.Tx) error {
 			// Tables made before hold ids existed get the column (their
@@ -54,6 +55,8 @@ WHERE "key" = $1 AND owner = $2 AND ($3 = 0 OR fence = $3) AND instr(ids, {id}) 
 		releaseOnce: runRelease,
 	}
 }
+
+const sqliteInfo = `SELECT "key", owner, fence, holds, expires_at FROM {t} WHERE expires_at > {now}`
 
 // sqliteSchema: IF NOT EXISTS throughout, since processes may race to
 // create it.

@@ -37,9 +37,9 @@ type queries struct {
 	// expire ($1 key, $2 owner, $3 fence) deletes the row if it has expired:
 	// (deleted, notified). force ($1 key) deletes it: (it was live, notified).
 	expire, force string
-	// info selects key, owner, fence, holds, expiry in Unix ms of the live
-	// rows, ready for "AND <cond>".
-	info string
+	// status ($1 key) and list ($1 key prefix) select key, owner, fence,
+	// holds, expiry in Unix ms of the live rows.
+	status, list string
 }
 
 // upsert is acquire's conflict clause: a live row of the same owner is
@@ -71,8 +71,12 @@ func filler(table string, pairs ...string) func(string) string {
 	}
 }
 
-// hasPrefix is the condition "key begins with $1", for info.
-const hasPrefix = `substr("key", 1, length($1)) = $1`
+// byKey and byPrefix complete an info statement (the live rows) into
+// status and list.
+const (
+	byKey    = ` AND "key" = $1`
+	byPrefix = ` AND substr("key", 1, length($1)) = $1`
+)
 
 // runAcquire is one attempt of q.acquire.
 func runAcquire(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error) {
@@ -106,6 +110,26 @@ func runRelease(ctx context.Context, h *hold) (ok, freed bool, err error) {
 		err = errRace
 	}
 	return deleted+decremented > 0, deleted > 0, err
+}
+
+// runRefresh is one attempt of q.refresh.
+func runRefresh(ctx context.Context, h *hold) (ok bool, err error) {
+	err = row(h.d.db.QueryRowContext(ctx, h.d.q.refresh, h.key, h.owner, int64(h.fence), h.id, h.ttl.Milliseconds()), &ok)
+	return ok, err
+}
+
+// runExpire is one attempt of q.expire.
+func runExpire(ctx context.Context, h *hold) (deleted bool, err error) {
+	var n, notified int
+	err = row(h.d.db.QueryRowContext(ctx, h.d.q.expire, h.key, h.owner, int64(h.fence)), &n, &notified)
+	return n > 0, err
+}
+
+// runForce is one attempt of q.force.
+func runForce(ctx context.Context, d *sqlDriver, key string) (held bool, err error) {
+	var notified int
+	err = row(d.db.QueryRowContext(ctx, d.q.force, key), &held, &notified)
+	return held, err
 }
 
 // row runs q (retrying transient errors) and scans its row into dest,

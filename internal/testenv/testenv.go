@@ -19,6 +19,7 @@ var Defaults = map[string]string{
 	"LOCKER_TEST_ETCD":     "etcd://127.0.0.1:12379/locker",
 	"LOCKER_TEST_POSTGRES": "postgres://locker:locker@127.0.0.1:15432/locker?sslmode=disable",
 	"LOCKER_TEST_SQLITE":   "sqlite:///tmp/locker-test.db",
+	"LOCKER_TEST_MYSQL":    "mysql://locker:locker@127.0.0.1:13306/locker",
 	// The HA forms (DESIGN.md's scale-out table).
 	"LOCKER_TEST_ETCD_CLUSTER": "etcd://127.0.0.1:12479,127.0.0.1:12579,127.0.0.1:12679/locker",
 	"LOCKER_TEST_ZK_ENSEMBLE":  "zk://127.0.0.1:12281,127.0.0.1:12381,127.0.0.1:12481/locker",

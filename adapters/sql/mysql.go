@@ -1,0 +1,255 @@
+package sql
+
+import (
+	"context"
+	dbsql "database/sql"
+	"errors"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/locker-go/locker/driver"
+	"github.com/locker-go/locker/internal/wait"
+)
+
+// myDialect is the lock table on MySQL and MariaDB. Neither returns rows
+// from a write, so every operation is a few plain statements, and no lock
+// outlives one. A free key is claimed by an INSERT with fence 0, then given
+// a fence drawn from the counter row, which the claim keeps only if it is
+// still ours. The draw follows the claim, and a key's next claim follows
+// the release or expiry of the one before: fences rise in grant order. (An
+// AUTO_INCREMENT fence would not: InnoDB draws it before it finds the key
+// taken, so two inserts can draw in one order and land in the other.)
+func myDialect(table string) *dialect {
+	fill := filler(table, "{t}", "`{tn}`", "{now}", myNow)
+	const match = " WHERE `key` = ? AND owner = ? AND (? = 0 OR fence = ?)"
+	m := &myStatements{
+		insert:  fill("INSERT INTO {t} (`key`, owner, fence, holds, ids, expires_at) VALUES (?, ?, 0, 1, ?, {now} + ?)"),
+		draw:    fill("UPDATE `{tn}_fence` SET v = LAST_INSERT_ID(v + 1) WHERE id = 1"),
+		fence:   fill("UPDATE {t} SET fence = ? WHERE `key` = ? AND owner = ? AND fence = 0 AND ids = ?"),
+		read:    fill("SELECT owner, fence, ids, expires_at - {now} FROM {t} WHERE `key` = ?"),
+		reenter: fill("UPDATE {t} SET holds = holds + ?, ids = ?, expires_at = GREATEST(expires_at, {now} + ?) WHERE `key` = ? AND fence = ? AND ids = ?"),
+		lapse:   fill("DELETE FROM {t} WHERE `key` = ? AND fence = ? AND expires_at <= {now}"),
+		drop:    fill("DELETE FROM {t}" + match + " AND ids = ?"),
+		dec:     fill("UPDATE {t} SET holds = holds - 1, ids = REPLACE(ids, ?, ' ')" + match + " AND INSTR(ids, ?) > 0 AND ids <> ?"),
+		has:     fill("SELECT 1 FROM {t}" + match + " AND INSTR(ids, ?) > 0"),
+		refresh: fill("UPDATE {t} SET expires_at = GREATEST(expires_at, {now} + ?)" + match + " AND INSTR(ids, ?) > 0"),
+		live:    fill("SELECT fence, expires_at > {now} FROM {t} WHERE `key` = ?"),
+		expire:  fill("DELETE FROM {t} WHERE `key` = ? AND owner = ? AND fence = ? AND expires_at <= {now}"),
+		force:   fill("DELETE FROM {t} WHERE `key` = ? AND fence = ?"),
+	}
+	return &dialect{
+		q: queries{
+			status: fill(myInfo + " AND `key` = ?"),
+			// One parameter, however often the condition names it.
+			list: fill("SELECT l.`key`, l.owner, l.fence, l.holds, l.expires_at FROM {t} l JOIN (SELECT ? AS p) a " +
+				"ON LEFT(l.`key`, LENGTH(a.p)) = a.p WHERE l.expires_at > {now}"),
+		},
+		migrate: func(ctx context.Context, tx *dbsql.Tx) error {
+			for _, stmt := range strings.Split(fill(mySchema), ";\n") {
+				if _, err := tx.ExecContext(ctx, stmt); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		classify:    myClassify,
+		setup:       mySetup,
+		acquireOnce: m.acquire,
+		releaseOnce: m.release,
+		refreshOnce: m.refreshOnce,
+		expireOnce: func(ctx context.Context, h *hold) (bool, error) {
+			return affected(h.d.db.ExecContext(ctx, m.expire, h.key, h.owner, h.fence))
+		},
+		forceOnce: m.forceOnce,
+	}
+}
+
+// myNow is the database's clock in Unix milliseconds, whatever the
+// session's time zone.
+const myNow = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)"
+
+const myInfo = "SELECT `key`, owner, fence, holds, expires_at FROM {t} WHERE expires_at > {now}"
+
+// mySchema: binary keys and owners compare byte by byte, as on Postgres
+// (COLLATE "C") and SQLite. Statements apart: no multi-statement DSN.
+const mySchema = "CREATE TABLE IF NOT EXISTS {t} (\n" +
+	"	`key` VARBINARY(512) NOT NULL PRIMARY KEY,\n" +
+	"	owner VARBINARY(512) NOT NULL,\n" +
+	"	fence BIGINT UNSIGNED NOT NULL,\n" +
+	"	holds INT NOT NULL,\n" +
+	"	ids MEDIUMBLOB NOT NULL,\n" +
+	"	expires_at BIGINT NOT NULL\n" +
+	") ENGINE=InnoDB;\n" +
+	"CREATE TABLE IF NOT EXISTS `{tn}_fence` (id TINYINT NOT NULL PRIMARY KEY, v BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB;\n" +
+	"INSERT IGNORE INTO `{tn}_fence` (id, v) VALUES (1, 0)"
+
+// myStatements are the MySQL statements, filled in for one table. The
+// hold id is spaced (" id ") as in ids, which lists a row's hold ids.
+type myStatements struct {
+	insert, draw, fence, read, reenter, lapse, drop, dec, has, refresh, live, expire, force string
+}
+
+// acquire claims r's key if free (after deleting an expired row) and
+// fences the claim; re-enters the key if r's owner holds it; else refuses
+// with the holder's time left. A change by another client between two
+// statements starts over.
+func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error) {
+	id, ttl := " "+r.ID+" ", r.TTL.Milliseconds()
+	grant := func(fence uint64) driver.Grant {
+		return driver.Grant{Hold: &hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, fence: fence, ttl: r.TTL}, Fence: fence}
+	}
+	for {
+		_, err := d.db.ExecContext(ctx, m.insert, r.Key, r.Owner, id, ttl)
+		if err == nil {
+			fence, ok, err := m.fenceClaim(ctx, d, r, id)
+			if err != nil || ok {
+				return grant(fence), err
+			}
+			continue // our claim lapsed and was taken before its fence
+		}
+		if !isDuplicate(err) {
+			return driver.Grant{}, err
+		}
+		var (
+			owner, ids string
+			fence      uint64
+			left       int64
+		)
+		if err := row(d.db.QueryRowContext(ctx, m.read, r.Key), &owner, &fence, &ids, &left); err != nil {
+			return driver.Grant{}, err
+		}
+		switch {
+		case ids == "": // released meanwhile
+		case left > 0 && fence == 0: // a claim being fenced: look again soon
+			return driver.Grant{}, nil
+		case left > 0 && owner != r.Owner:
+			return driver.Grant{Retry: time.Duration(left) * time.Millisecond}, nil
+		case left > 0: // ours: re-entered, gaining the hold id unless a retry of this call has it
+			more, next := !strings.Contains(ids, id), ids
+			if more {
+				next += r.ID + " "
+			}
+			if ok, err := affected(d.db.ExecContext(ctx, m.reenter, more, next, ttl, r.Key, fence, ids)); err != nil || ok {
+				return grant(fence), err
+			}
+		default: // expired: delete it, then insert anew
+			if _, err := d.db.ExecContext(ctx, m.lapse, r.Key, fence); err != nil {
+				return driver.Grant{}, err
+			}
+		}
+	}
+}
+
+// fenceClaim draws a fence for the claim r just inserted and gives it to
+// the claim if it is still r's.
+func (m *myStatements) fenceClaim(ctx context.Context, d *sqlDriver, r *driver.Request, id string) (uint64, bool, error) {
+	res, err := d.db.ExecContext(ctx, m.draw)
+	if err != nil {
+		return 0, false, err
+	}
+	f, err := res.LastInsertId()
+	if err != nil {
+		return 0, false, err
+	}
+	ok, err := affected(d.db.ExecContext(ctx, m.fence, f, r.Key, r.Owner, id))
+	return uint64(f), ok, err
+}
+
+// release takes h's hold id off its row: the row goes with its last hold,
+// else one hold goes. Neither, with the hold still there, is a lost race
+// with another release of the owner's: tried again.
+func (m *myStatements) release(ctx context.Context, h *hold) (ok, freed bool, err error) {
+	id := " " + h.id + " "
+	if ok, err := affected(h.d.db.ExecContext(ctx, m.drop, h.key, h.owner, h.fence, h.fence, id)); err != nil || ok {
+		return ok, ok, err
+	}
+	if ok, err := affected(h.d.db.ExecContext(ctx, m.dec, id, h.key, h.owner, h.fence, h.fence, id, id)); err != nil || ok {
+		return ok, false, err
+	}
+	var exists bool
+	if err := row(h.d.db.QueryRowContext(ctx, m.has, h.key, h.owner, h.fence, h.fence, id), &exists); err != nil {
+		return false, false, err
+	}
+	if exists {
+		return false, false, errRace
+	}
+	return false, false, nil
+}
+
+// refreshOnce extends h's row if it still has the hold. MySQL counts the
+// rows an UPDATE changed, not those it matched: an unchanged row (a
+// longer expiry already there) is looked for.
+func (m *myStatements) refreshOnce(ctx context.Context, h *hold) (bool, error) {
+	id := " " + h.id + " "
+	ok, err := affected(h.d.db.ExecContext(ctx, m.refresh, h.ttl.Milliseconds(), h.key, h.owner, h.fence, h.fence, id))
+	if err != nil || ok {
+		return ok, err
+	}
+	err = row(h.d.db.QueryRowContext(ctx, m.has, h.key, h.owner, h.fence, h.fence, id), &ok)
+	return ok, err
+}
+
+// forceOnce deletes key's row, reporting whether it was live.
+func (m *myStatements) forceOnce(ctx context.Context, d *sqlDriver, key string) (held bool, err error) {
+	var fence uint64
+	if err := row(d.db.QueryRowContext(ctx, m.live, key), &fence, &held); err != nil || fence == 0 {
+		return false, err
+	}
+	_, err = d.db.ExecContext(ctx, m.force, key, fence)
+	return held, err
+}
+
+func isDuplicate(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1062
+}
+
+func affected(res dbsql.Result, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+// myClassify: deadlocks and lock wait timeouts were not applied and are
+// retried; a lost connection may have been applied.
+func myClassify(err error) (transient, ambiguous bool) {
+	var me *mysql.MySQLError
+	switch {
+	case errors.As(err, &me):
+		switch me.Number {
+		case 1205, 1213, 1040: // lock wait timeout, deadlock, too many connections
+			return true, false
+		case 1053, 2006, 2013, 1927: // server shutdown, gone away, lost connection, connection killed
+			return true, true
+		}
+		return false, false
+	case strings.Contains(err.Error(), "sql: database is closed"):
+		return false, false
+	case errors.Is(err, mysql.ErrInvalidConn), errors.As(err, new(net.Error)):
+		return true, true
+	}
+	return true, true // a failure of the connection that the driver did not name
+}
+
+// mySetup: no notification reaches another process's waiters, so waiters
+// poll (backoff bounded by the holder's expiry), and this process's
+// Lockers on one pool and table share a hub by which a release wakes
+// their waiters at once.
+func mySetup(ctx context.Context, d *sqlDriver) error {
+	hub, release, err := hubs.get(ctx, listenerKey{d.db, d.cfg.table},
+		func() (*wait.Hub, error) { return wait.NewWakeOneHub(localChannel{}), nil }, func(*wait.Hub) {})
+	if err != nil {
+		return err
+	}
+	d.poll, d.hub, d.stop = true, hub, release
+	return nil
+}
+
+// hubs are the wake-up hubs of this process's MySQL Lockers, one per pool
+// and table.
+var hubs shared[listenerKey, *wait.Hub]
