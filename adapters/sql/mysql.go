@@ -26,9 +26,15 @@ func myDialect(table string) *dialect {
 	fill := filler(table, "{t}", "`{tn}`", "{now}", myNow)
 	const match = " WHERE `key` = ? AND owner = ? AND (? = 0 OR fence = ?)"
 	m := &myStatements{
-		insert:  fill("INSERT INTO {t} (`key`, owner, fence, holds, ids, expires_at) VALUES (?, ?, 0, 1, ?, {now} + ?)"),
-		draw:    fill("UPDATE `{tn}_fence` SET v = LAST_INSERT_ID(v + 1) WHERE id = 1"),
-		fence:   fill("UPDATE {t} SET fence = ? WHERE `key` = ? AND owner = ? AND fence = 0 AND ids = ?"),
+		insert: fill("INSERT INTO {t} (`key`, owner, fence, holds, ids, expires_at) VALUES (?, ?, 0, 1, ?, {now} + ?)"),
+		draw:   fill("UPDATE `{tn}_fence` SET v = LAST_INSERT_ID(v + 1) WHERE id = 1"),
+		fence:  fill("UPDATE {t} SET fence = ? WHERE `key` = ? AND owner = ? AND fence = 0 AND ids = ?"),
+		// claim, draw and fence in one round trip, where the connection
+		// takes several statements at once; a failed statement ends it.
+		batch: fill("INSERT INTO {t} (`key`, owner, fence, holds, ids, expires_at) VALUES (?, ?, 0, 1, ?, {now} + ?);\n" +
+			"UPDATE `{tn}_fence` SET v = LAST_INSERT_ID(v + 1) WHERE id = 1;\n" +
+			"UPDATE {t} SET fence = LAST_INSERT_ID() WHERE `key` = ? AND owner = ? AND fence = 0 AND ids = ?;\n" +
+			"SELECT LAST_INSERT_ID(), ROW_COUNT()"),
 		read:    fill("SELECT owner, fence, ids, expires_at - {now} FROM {t} WHERE `key` = ?"),
 		reenter: fill("UPDATE {t} SET holds = holds + ?, ids = ?, expires_at = GREATEST(expires_at, {now} + ?) WHERE `key` = ? AND fence = ? AND ids = ?"),
 		lapse:   fill("DELETE FROM {t} WHERE `key` = ? AND fence = ? AND expires_at <= {now}"),
@@ -55,8 +61,11 @@ func myDialect(table string) *dialect {
 			}
 			return nil
 		},
-		classify:    myClassify,
-		setup:       mySetup,
+		classify: myClassify,
+		setup: func(ctx context.Context, d *sqlDriver) error {
+			m.multi = multiStatements(ctx, d.db)
+			return mySetup(ctx, d)
+		},
 		acquireOnce: m.acquire,
 		releaseOnce: m.release,
 		refreshOnce: m.refreshOnce,
@@ -89,7 +98,21 @@ const mySchema = "CREATE TABLE IF NOT EXISTS {t} (\n" +
 // myStatements are the MySQL statements, filled in for one table. The
 // hold id is spaced (" id ") as in ids, which lists a row's hold ids.
 type myStatements struct {
-	insert, draw, fence, read, reenter, lapse, drop, dec, has, refresh, live, expire, force string
+	insert, draw, fence, batch, read, reenter, lapse, drop, dec, has, refresh, live, expire, force string
+	multi                                                                                          bool // the connections take batch
+}
+
+// multiStatements reports whether db's connections run several statements
+// in one query (the DSN's multiStatements=true, which Open sets).
+func multiStatements(ctx context.Context, db *dbsql.DB) bool {
+	rows, err := db.QueryContext(ctx, "SELECT 1; SELECT 2")
+	if err != nil {
+		return false
+	}
+	defer rows.Close()
+	for rows.Next() {
+	}
+	return rows.NextResultSet() && rows.Err() == nil
 }
 
 // acquire claims r's key if free (after deleting an expired row) and
@@ -102,20 +125,17 @@ func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Requ
 		return driver.Grant{Hold: &hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, fence: fence, ttl: r.TTL}, Fence: fence}
 	}
 	for {
-		_, err := d.db.ExecContext(ctx, m.insert, r.Key, r.Owner, id, ttl)
-		if err == nil {
-			fence, ok, err := m.fenceClaim(ctx, d, r, id)
-			if err != nil || ok {
-				return grant(fence), err
-			}
+		fence, ok, err := m.claim(ctx, d, r, id, ttl)
+		switch {
+		case err == nil && ok:
+			return grant(fence), nil
+		case err == nil:
 			continue // our claim lapsed and was taken before its fence
-		}
-		if !isDuplicate(err) {
+		case !isDuplicate(err):
 			return driver.Grant{}, err
 		}
 		var (
 			owner, ids string
-			fence      uint64
 			left       int64
 		)
 		if err := row(d.db.QueryRowContext(ctx, m.read, r.Key), &owner, &fence, &ids, &left); err != nil {
@@ -123,6 +143,10 @@ func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Requ
 		}
 		switch {
 		case ids == "": // released meanwhile
+		case left > 0 && fence == 0 && ids == id: // our claim, its fence lost with a connection
+			if fence, ok, err := m.fenceClaim(ctx, d, r, id); err != nil || ok {
+				return grant(fence), err
+			}
 		case left > 0 && fence == 0: // a claim being fenced: look again soon
 			return driver.Grant{}, nil
 		case left > 0 && owner != r.Owner:
@@ -139,6 +163,34 @@ func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Requ
 			if _, err := d.db.ExecContext(ctx, m.lapse, r.Key, fence); err != nil {
 				return driver.Grant{}, err
 			}
+		}
+	}
+}
+
+// claim inserts r's row and fences it: ok if the key is now r's, with
+// fence; a duplicate-key error if the key has a row.
+func (m *myStatements) claim(ctx context.Context, d *sqlDriver, r *driver.Request, id string, ttl int64) (fence uint64, ok bool, err error) {
+	if !m.multi {
+		if _, err := d.db.ExecContext(ctx, m.insert, r.Key, r.Owner, id, ttl); err != nil {
+			return 0, false, err
+		}
+		return m.fenceClaim(ctx, d, r, id)
+	}
+	rows, err := d.db.QueryContext(ctx, m.batch, r.Key, r.Owner, id, ttl, r.Key, r.Owner, id)
+	if err != nil {
+		return 0, false, err
+	}
+	defer rows.Close()
+	for {
+		for rows.Next() {
+			var n int64
+			if err := rows.Scan(&fence, &n); err != nil {
+				return 0, false, err
+			}
+			ok = n == 1
+		}
+		if !rows.NextResultSet() {
+			return fence, ok, rows.Err()
 		}
 	}
 }

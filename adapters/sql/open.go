@@ -140,9 +140,11 @@ func postgresDSN(u *url.URL) (string, []Option, error) {
 
 // mysqlDSN turns mysql://user:password@host[:port]/db?params into the DSN
 // of github.com/go-sql-driver/mysql, whose parameters it passes on (this
-// package's own taken out). Statements are interpolated on the client
-// (interpolateParams=true) unless the URL says otherwise: one round trip
-// per statement instead of a prepare, an execute and a close.
+// package's own taken out). Unless the URL says otherwise, statements are
+// interpolated on the client (interpolateParams=true: one round trip per
+// statement instead of a prepare, an execute and a close), and an acquire
+// sends its statements at once (multiStatements=true; the pool is this
+// package's own).
 func mysqlDSN(u *url.URL) (string, []Option, error) {
 	q, opts, err := takeOptions(u)
 	if err != nil {
@@ -159,8 +161,10 @@ func mysqlDSN(u *url.URL) (string, []Option, error) {
 	if db == "" || strings.Contains(db, "/") {
 		return "", nil, urlx.Invalid(u, "want the database as the path: mysql://host:port/db")
 	}
-	if _, ok := q["interpolateParams"]; !ok {
-		q.Set("interpolateParams", "true")
+	for _, p := range []string{"interpolateParams", "multiStatements"} {
+		if _, ok := q[p]; !ok {
+			q.Set(p, "true")
+		}
 	}
 	cred := ""
 	if u.User != nil {

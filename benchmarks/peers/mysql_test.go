@@ -1,0 +1,114 @@
+package peers
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha1"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/testenv"
+)
+
+// BenchmarkMySQL compares our SQL adapter on MariaDB with the two locks a
+// MySQL user writes by hand: a lock row polled every 10 ms, and GET_LOCK,
+// the server's named lock (a waiter blocks in the server; the lock lives
+// as long as its connection). Round trip: SELECT 1.
+func BenchmarkMySQL(b *testing.B) {
+	u := testenv.URL(b, "LOCKER_TEST_MYSQL")
+	db := myConn(b, u)
+	if _, err := db.Exec("CREATE TABLE IF NOT EXISTS peers_lock_row (`key` VARBINARY(512) PRIMARY KEY, owner VARBINARY(64) NOT NULL, expires_at DATETIME(3) NOT NULL)"); err != nil {
+		b.Fatal(err)
+	}
+	compare(b, func(ctx context.Context) error {
+		_, err := db.ExecContext(ctx, "SELECT 1")
+		return err
+	},
+		ours(u.String()),
+		subject{"mysql-lock-row", func(tb testing.TB) locker.Locker { return myLockRowClient(tb, u) }},
+		subject{"mysql-get-lock", func(tb testing.TB) locker.Locker { return getLockClient(tb, u) }},
+	)
+}
+
+// myConn opens a one-connection pool for u, closed when tb ends.
+func myConn(tb testing.TB, u *url.URL) *sql.DB {
+	pass, _ := u.User.Password()
+	db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)%s?interpolateParams=true", u.User.Username(), pass, u.Host, u.Path))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	cleanup(tb, db.Close)
+	return db
+}
+
+// myLockRowClient: INSERT IGNORE the key's row, and while another owner's
+// row is there (or InnoDB reports a deadlock), try again every 10 ms;
+// DELETE it to unlock.
+func myLockRowClient(tb testing.TB, u *url.URL) locker.Locker {
+	db := myConn(tb, u)
+	return shim{
+		lock: func(ctx context.Context, key string) (func(context.Context) error, error) {
+			owner := rand.Text()
+			for {
+				res, err := db.ExecContext(ctx, "INSERT IGNORE INTO peers_lock_row (`key`, owner, expires_at) VALUES (?, ?, NOW(3) + INTERVAL ? SECOND)",
+					key, owner, int(ttl.Seconds()))
+				var me *mysql.MySQLError
+				switch {
+				case errors.As(err, &me) && me.Number == 1213: // InnoDB's deadlock with a DELETE: try again
+				case err != nil:
+					return nil, err
+				default:
+					if n, _ := res.RowsAffected(); n == 1 {
+						return unlockRow(db, key, owner), nil
+					}
+				}
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(pollEvery):
+				}
+			}
+		},
+		close: func() error { return nil }, // myConn's cleanup closes it
+	}
+}
+
+func unlockRow(db *sql.DB, key, owner string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := db.ExecContext(ctx, "DELETE FROM peers_lock_row WHERE `key` = ? AND owner = ?", key, owner)
+		return err
+	}
+}
+
+// getLockClient: SELECT GET_LOCK(name, timeout) on the client's own
+// connection, RELEASE_LOCK to unlock. Names are at most 64 characters: the
+// key's SHA-1.
+func getLockClient(tb testing.TB, u *url.URL) locker.Locker {
+	db := myConn(tb, u)
+	name := func(key string) string { h := sha1.Sum([]byte(key)); return hex.EncodeToString(h[:]) }
+	return shim{
+		lock: func(ctx context.Context, key string) (func(context.Context) error, error) {
+			var got sql.NullInt64
+			if err := db.QueryRowContext(ctx, "SELECT GET_LOCK(?, 60)", name(key)).Scan(&got); err != nil {
+				return nil, err
+			}
+			if got.Int64 != 1 {
+				return nil, fmt.Errorf("GET_LOCK %q: timed out", key)
+			}
+			return func(ctx context.Context) error {
+				_, err := db.ExecContext(ctx, "SELECT RELEASE_LOCK(?)", name(key))
+				return err
+			}, nil
+		},
+		close: func() error { return nil },
+	}
+}
