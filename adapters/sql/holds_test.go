@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/driver"
 	"github.com/locker-go/locker/internal/testenv"
@@ -19,14 +21,18 @@ type testLocker struct {
 	*sqlDriver
 }
 
-// dialects opens a Locker on each database: the Postgres of
-// scripts/backends and a fresh SQLite file.
+// dialects opens a Locker on each database: the Postgres and MariaDB of
+// scripts/backends (MariaDB twice: its acquire in one batch of statements,
+// and one statement at a time, as on a pool without multiStatements) and a
+// fresh SQLite file.
 func dialects(t *testing.T) map[string]*testLocker {
 	t.Helper()
 	ls := map[string]*testLocker{}
 	for name, raw := range map[string]string{
-		"postgres": testenv.URL(t, "LOCKER_TEST_POSTGRES").String(),
-		"sqlite":   "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "holds.db")),
+		"postgres":                testenv.URL(t, "LOCKER_TEST_POSTGRES").String(),
+		"sqlite":                  "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "holds.db")),
+		"mysql":                   testenv.URL(t, "LOCKER_TEST_MYSQL").String(),
+		"mysql-single-statements": testenv.URL(t, "LOCKER_TEST_MYSQL").String() + "?multiStatements=false",
 	} {
 		l, err := Open(context.Background(), raw)
 		if err != nil {
@@ -34,6 +40,10 @@ func dialects(t *testing.T) map[string]*testLocker {
 		}
 		t.Cleanup(func() { _ = l.Close() })
 		ls[name] = &testLocker{l, driverOf(l)}
+		if multi := multiStatements(context.Background(), driverOf(l).db); name == "mysql" && !multi || name == "mysql-single-statements" && multi {
+			t.Fatalf("%s: multiStatements %v", name, multi)
+		}
+
 	}
 	return ls
 }
@@ -124,8 +134,10 @@ type acquireFunc = func(context.Context, *sqlDriver, *driver.Request) (driver.Gr
 // lostReply is how each dialect fails a statement that may have been
 // applied and is worth retrying.
 var lostReply = map[string]error{
-	"postgres": errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer"),
-	"sqlite":   busy{},
+	"postgres":                errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer"),
+	"sqlite":                  busy{},
+	"mysql":                   &mysql.MySQLError{Number: 2013, Message: "Lost connection to server during query"},
+	"mysql-single-statements": &mysql.MySQLError{Number: 2013, Message: "Lost connection to server during query"},
 }
 
 type busy struct{}

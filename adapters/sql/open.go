@@ -166,17 +166,15 @@ func mysqlDSN(u *url.URL) (string, []Option, error) {
 			q.Set(p, "true")
 		}
 	}
-	cred := ""
-	if u.User != nil {
-		cred = u.User.Username() + "@"
-		if p, ok := u.User.Password(); ok {
-			cred = u.User.Username() + ":" + p + "@"
-		}
-	}
-	dsn := cred + "tcp(" + hosts[0] + ")/" + db + "?" + q.Encode()
-	if _, err := mysql.ParseDSN(dsn); err != nil {
+	cfg, err := mysql.ParseDSN("tcp(" + hosts[0] + ")/" + db + "?" + q.Encode())
+	if err != nil {
 		return "", nil, urlx.Invalid(u, "%s", urlx.Scrub(err.Error(), u))
 	}
+	if u.User != nil { // set apart: a password may hold any character
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+	}
+	dsn := cfg.FormatDSN()
 	return dsn, opts, nil
 }
 

@@ -43,6 +43,26 @@ func TestPostgresDSN(t *testing.T) {
 	}
 }
 
+func TestMySQLDSN(t *testing.T) {
+	u, _ := url.Parse("mysql://u:p%40ss@h:3307/db?table=jobs&timeout=2s")
+	dsn, opts, err := mysqlDSN(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"u:p@ss@tcp(h:3307)/db?", "timeout=2s", "interpolateParams=true", "multiStatements=true"} {
+		if !strings.Contains(dsn, want) || strings.Contains(dsn, "table=") {
+			t.Errorf("dsn %q: want %q in it, and no table", dsn, want)
+		}
+	}
+	if c, _ := resolve(opts); c.table != "jobs" {
+		t.Errorf("table = %q, want jobs", c.table)
+	}
+	u, _ = url.Parse("mysql://u@h/db?multiStatements=false")
+	if dsn, _, _ := mysqlDSN(u); !strings.Contains(dsn, "u@tcp(h:3306)/db?") || strings.Contains(dsn, "multiStatements") {
+		t.Errorf("dsn %q: want the default port, and the URL's own multiStatements (false)", dsn)
+	}
+}
+
 // Bad URLs fail with ErrInvalidURL before touching anything, and never
 // show the password.
 func TestOpenInvalidURL(t *testing.T) {
@@ -58,6 +78,12 @@ func TestOpenInvalidURL(t *testing.T) {
 		"postgres://locker:secret@127.0.0.1:15432/locker?table=drop%20table",
 		"postgresql://h/locker?password=secret&table=a&table=b",
 		"postgres://u:secret@h/locker?sslmode=bogus",
+		"mysql://u:secret@h:3306",           // no database
+		"mysql://u:secret@h:3306/a/b",       // not a database name
+		"mysql://u:secret@h1,h2/db",         // one server only
+		"mysql://u:secret@h:99999/db",       // no such port
+		"mysql://u:secret@h/db?timeout=x",   // the driver's own parameter, checked
+		"mysql://u:secret@h/db?table=a%20b", // not a table name
 	} {
 		l, err := locker.Open(context.Background(), raw)
 		if !errors.Is(err, locker.ErrInvalidURL) {
@@ -81,6 +107,10 @@ func TestOpenUnreachable(t *testing.T) {
 	}
 	if err != nil && strings.Contains(err.Error(), "secret") {
 		t.Errorf("error shows the password: %v", err)
+	}
+	_, err = locker.Open(context.Background(), "mysql://locker:secret@127.0.0.1:1/locker?timeout=2s")
+	if !errors.Is(err, locker.ErrUnavailable) || strings.Contains(err.Error(), "secret") {
+		t.Errorf("Open of an unreachable MySQL = %v, want ErrUnavailable without the password", err)
 	}
 	_, err = locker.Open(context.Background(), "sqlite:///nonexistent-dir-for-locker-test/x.db")
 	if !errors.Is(err, locker.ErrUnavailable) {
