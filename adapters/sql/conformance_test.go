@@ -20,36 +20,19 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 )
 
-// postgresHarness drives the Postgres of scripts/backends. With proxied,
+// postgresHarness drives the Postgres of scripts/backends. With proxy,
 // each Locker dials through its own fault proxy, which Crash cuts;
 // benchmarks dial directly, as RoundTrip does. The proxies close when t
 // ends; the suite closes the Lockers.
-func postgresHarness(t testing.TB, proxied bool) conformance.Harness {
+func postgresHarness(t testing.TB, proxy bool) conformance.Harness {
 	u := testenv.URL(t, "LOCKER_TEST_POSTGRES")
 	db := openDB(t, "pgx", u.String())
-	var crasher faultproxy.Crasher
-	t.Cleanup(func() { _ = crasher.Close() })
+	crasher, newLocker := proxied(t, u, proxy)
 	return conformance.Harness{
-		NewLocker: func(ctx context.Context) (locker.Locker, error) {
-			if !proxied {
-				return locker.Open(ctx, u.String())
-			}
-			p, err := crasher.Proxy(u.Host)
-			if err != nil {
-				return nil, err
-			}
-			pu := *u
-			pu.Host = p.Addr()
-			l, err := locker.Open(ctx, pu.String())
-			if err != nil {
-				return nil, err
-			}
-			crasher.Track(l, p)
-			return l, nil
-		},
-		Crash: crasher.Crash,
-		Hang:  crasher.Blackhole,
-		Slow:  crasher.Delay,
+		NewLocker: newLocker,
+		Crash:     crasher.Crash,
+		Hang:      crasher.Blackhole,
+		Slow:      crasher.Delay,
 		// Rows of holders and of queued waiters.
 		Count: func(ctx context.Context, prefix string) (int, error) {
 			return count(ctx, db, `SELECT (SELECT count(*) FROM locker_locks WHERE left("key", char_length($1)) = $1)
@@ -65,33 +48,16 @@ func postgresHarness(t testing.TB, proxied bool) conformance.Harness {
 
 // mysqlHarness drives the MariaDB of scripts/backends, as postgresHarness
 // does Postgres. MySQL keeps no queue: waiters poll, so no FIFO order.
-func mysqlHarness(t testing.TB, proxied bool) conformance.Harness {
+func mysqlHarness(t testing.TB, proxy bool) conformance.Harness {
 	u := testenv.URL(t, "LOCKER_TEST_MYSQL")
 	pass, _ := u.User.Password()
 	db := openDB(t, "mysql", fmt.Sprintf("%s:%s@tcp(%s)%s", u.User.Username(), pass, u.Host, u.Path))
-	var crasher faultproxy.Crasher
-	t.Cleanup(func() { _ = crasher.Close() })
+	crasher, newLocker := proxied(t, u, proxy)
 	return conformance.Harness{
-		NewLocker: func(ctx context.Context) (locker.Locker, error) {
-			if !proxied {
-				return locker.Open(ctx, u.String())
-			}
-			p, err := crasher.Proxy(u.Host)
-			if err != nil {
-				return nil, err
-			}
-			pu := *u
-			pu.Host = p.Addr()
-			l, err := locker.Open(ctx, pu.String())
-			if err != nil {
-				return nil, err
-			}
-			crasher.Track(l, p)
-			return l, nil
-		},
-		Crash: crasher.Crash,
-		Hang:  crasher.Blackhole,
-		Slow:  crasher.Delay,
+		NewLocker: newLocker,
+		Crash:     crasher.Crash,
+		Hang:      crasher.Blackhole,
+		Slow:      crasher.Delay,
 		Count: func(ctx context.Context, prefix string) (int, error) {
 			return count(ctx, db, "SELECT count(*) FROM locker_locks l JOIN (SELECT ? AS p) a ON LEFT(l.`key`, LENGTH(a.p)) = a.p", prefix)
 		},
@@ -99,6 +65,31 @@ func mysqlHarness(t testing.TB, proxied bool) conformance.Harness {
 			_, err := db.ExecContext(ctx, "SELECT 1")
 			return err
 		},
+	}
+}
+
+// proxied returns a Harness's NewLocker for u: with proxy, each Locker
+// dials through a fault proxy of its own, which the Crasher cuts, delays or
+// blackholes; else directly. The proxies close when t ends.
+func proxied(t testing.TB, u *url.URL, proxy bool) (*faultproxy.Crasher, func(context.Context) (locker.Locker, error)) {
+	crasher := new(faultproxy.Crasher)
+	t.Cleanup(func() { _ = crasher.Close() })
+	return crasher, func(ctx context.Context) (locker.Locker, error) {
+		if !proxy {
+			return locker.Open(ctx, u.String())
+		}
+		p, err := crasher.Proxy(u.Host)
+		if err != nil {
+			return nil, err
+		}
+		pu := *u
+		pu.Host = p.Addr()
+		l, err := locker.Open(ctx, pu.String())
+		if err != nil {
+			return nil, err
+		}
+		crasher.Track(l, p)
+		return l, nil
 	}
 }
 
