@@ -20,11 +20,9 @@ import (
 // data survives Restart, as a crashed server's would (every commit is
 // written to the log at once: innodb_flush_log_at_trx_commit=1).
 type MariaDBServer struct {
-	t    testing.TB
+	process
 	dir  string
 	port int
-	cmd  *exec.Cmd
-	exit chan struct{}
 }
 
 // StartMariaDB makes and starts a server with an empty database locker;
@@ -34,7 +32,7 @@ func StartMariaDB(t testing.TB) *MariaDBServer {
 	if _, err := exec.LookPath("mariadbd"); err != nil {
 		t.Fatalf("mariadbd not found (scripts/backends up installs mariadb-server): %v", err)
 	}
-	s := &MariaDBServer{t: t, dir: t.TempDir(), port: freePort(t)}
+	s := &MariaDBServer{process: process{t: t, name: "mariadbd"}, dir: t.TempDir(), port: freePort(t)}
 	if out, err := exec.Command("mariadb-install-db", "--no-defaults", "--datadir="+filepath.Join(s.dir, "data"),
 		"--user="+userName(), "--skip-test-db").CombinedOutput(); err != nil {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
@@ -66,16 +64,10 @@ func (s *MariaDBServer) URL() string {
 
 // start runs mariadbd and waits until it answers.
 func (s *MariaDBServer) start() {
-	s.cmd = exec.Command("mariadbd", "--no-defaults", "--datadir="+filepath.Join(s.dir, "data"), "--user="+userName(),
+	exit := s.spawn(exec.Command("mariadbd", "--no-defaults", "--datadir="+filepath.Join(s.dir, "data"), "--user="+userName(),
 		"--bind-address=127.0.0.1", "--port="+strconv.Itoa(s.port), "--socket="+filepath.Join(s.dir, "sock"),
 		"--skip-grant-tables", "--skip-name-resolve", "--skip-log-bin", "--innodb-flush-log-at-trx-commit=1",
-		"--innodb-buffer-pool-size=32M", "--log-error="+filepath.Join(s.dir, "error.log"))
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	exit := make(chan struct{})
-	s.exit = exit
-	go func(cmd *exec.Cmd) { _ = cmd.Wait(); close(exit) }(s.cmd)
+		"--innodb-buffer-pool-size=32M", "--log-error="+filepath.Join(s.dir, "error.log")))
 	db, err := sql.Open("mysql", fmt.Sprintf("root@tcp(127.0.0.1:%d)/?timeout=1s", s.port))
 	if err != nil {
 		s.t.Fatal(err)
@@ -99,20 +91,6 @@ func (s *MariaDBServer) start() {
 	s.t.Fatalf("mariadbd on port %d did not answer within 30s", s.port)
 }
 
-// Kill ends the server with SIGKILL, as a crash would, and waits for it.
-func (s *MariaDBServer) Kill() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	_ = s.cmd.Process.Kill()
-	<-s.exit
-}
-
 // Restart kills the server and starts it again on its data and port: it
 // recovers from its redo log as after a crash.
-func (s *MariaDBServer) Restart() {
-	old, began := s.cmd.Process.Pid, time.Now()
-	s.Kill()
-	s.start()
-	s.t.Logf("mariadbd pid %d killed; pid %d answers %v later", old, s.cmd.Process.Pid, time.Since(began).Round(time.Millisecond))
-}
+func (s *MariaDBServer) Restart() { s.restart(s.start) }

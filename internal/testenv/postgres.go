@@ -21,13 +21,11 @@ import (
 // temporary directory, a free loopback port), so that killing it disturbs
 // no other test. Its data survives Restart, as a crashed server's would.
 type PostgresServer struct {
-	t    testing.TB
+	process
 	bin  string // the directory of initdb and postgres
 	data string
 	port int
 	cred *syscall.Credential // the postgres OS user's, when we are root
-	cmd  *exec.Cmd
-	exit chan struct{} // closed when cmd has exited
 }
 
 // StartPostgres makes and starts a cluster; t's cleanup kills it.
@@ -38,7 +36,7 @@ func StartPostgres(t testing.TB) *PostgresServer {
 	if len(bins) == 0 {
 		t.Fatal("PostgreSQL server binaries not found under /usr/lib/postgresql (scripts/backends up installs them)")
 	}
-	s := &PostgresServer{t: t, bin: filepath.Dir(bins[len(bins)-1]), port: freePort(t)}
+	s := &PostgresServer{process: process{t: t, name: "postgres"}, bin: filepath.Dir(bins[len(bins)-1]), port: freePort(t)}
 	dir, err := os.MkdirTemp("", "locker-pg-") // not t.TempDir: the postgres user must reach it
 	if err != nil {
 		t.Fatal(err)
@@ -92,14 +90,8 @@ func (s *PostgresServer) command(name string, args ...string) *exec.Cmd {
 func (s *PostgresServer) start() {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		s.cmd = s.command("postgres", "-D", s.data, "-p", strconv.Itoa(s.port), "-c", "listen_addresses=127.0.0.1",
-			"-c", "unix_socket_directories=", "-c", "fsync=off", "-c", "max_connections=100")
-		if err := s.cmd.Start(); err != nil {
-			s.t.Fatal(err)
-		}
-		exit := make(chan struct{})
-		s.exit = exit
-		go func(cmd *exec.Cmd) { _ = cmd.Wait(); close(exit) }(s.cmd)
+		exit := s.spawn(s.command("postgres", "-D", s.data, "-p", strconv.Itoa(s.port), "-c", "listen_addresses=127.0.0.1",
+			"-c", "unix_socket_directories=", "-c", "fsync=off", "-c", "max_connections=100"))
 		if s.await(exit, deadline) {
 			return
 		}
@@ -134,23 +126,9 @@ func (s *PostgresServer) answers() bool {
 	return c.Ping(ctx) == nil
 }
 
-// Kill ends the postmaster with SIGKILL, as a crash would, and waits for it.
-func (s *PostgresServer) Kill() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	_ = s.cmd.Process.Kill()
-	<-s.exit
-}
-
 // Restart kills the server and starts it again on its data and port: it
 // recovers from its write-ahead log as after a crash.
-func (s *PostgresServer) Restart() {
-	old, began := s.cmd.Process.Pid, time.Now()
-	s.Kill()
-	s.start()
-	s.t.Logf("postgres pid %d killed; pid %d answers %v later", old, s.cmd.Process.Pid, time.Since(began).Round(time.Millisecond))
-}
+func (s *PostgresServer) Restart() { s.restart(s.start) }
 
 // freePort is a loopback port nobody listened on a moment ago.
 func freePort(t testing.TB) int {
