@@ -3,7 +3,10 @@ package sql_test
 import (
 	"context"
 	"crypto/rand"
+	dbsql "database/sql"
 	"errors"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,4 +65,77 @@ func TestPostgresBackendTerminated(t *testing.T) {
 		t.Errorf("fence %d is not above %d", next.Fence(), lease.Fence())
 	}
 	_ = next.Unlock(ctx)
+}
+
+// MariaDB kills the holder's connections (KILL CONNECTION, as an operator
+// or a failover does), on a server of the test's own so that every other
+// connection may go: the lease survives on new connections, nobody else
+// gets the key meanwhile, and Unlock then frees it.
+func TestMySQLConnectionsKilled(t *testing.T) {
+	testenv.URL(t, "LOCKER_TEST_MYSQL") // -short skips; the server is our own
+	srv := testenv.StartMariaDB(t)
+	// Two URLs, two pools: each Locker has connections of its own.
+	holder, other := open(t, srv.URL()+"?timeout=5s"), open(t, srv.URL()+"?timeout=6s")
+	defer holder.Close()
+	defer other.Close()
+	u, _ := url.Parse(srv.URL())
+	admin := openDB(t, "mysql", "root@tcp("+u.Host+")"+u.Path)
+	admin.SetMaxOpenConns(1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	key := "kill-" + rand.Text()
+	const ttl = time.Second
+	lease, err := holder.Lock(ctx, key, locker.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // over three TTLs, kill every client connection each time
+		if n := killClients(ctx, t, admin); n == 0 {
+			t.Fatal("no client connection to kill")
+		}
+		if l, err := other.TryLock(ctx, key); !errors.Is(err, locker.ErrLocked) {
+			t.Fatalf("TryLock while the connections were killed = %v, %v; want ErrLocked", l, err)
+		}
+		select {
+		case <-lease.Done():
+			t.Fatalf("the lease ended when its connections were killed: %v", lease.Err())
+		case <-time.After(ttl): // a TTL must pass for the renewals to matter: time is the condition
+		}
+	}
+	if err := lease.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock after the connections were killed: %v", err)
+	}
+	next, err := other.TryLock(ctx, key)
+	if err != nil {
+		t.Fatalf("the key was not free after Unlock: %v", err)
+	}
+	if next.Fence() <= lease.Fence() {
+		t.Errorf("fence %d is not above %d", next.Fence(), lease.Fence())
+	}
+	_ = next.Unlock(ctx)
+}
+
+// killClients kills every client connection but admin's own, and says how
+// many.
+func killClients(ctx context.Context, t *testing.T, admin *dbsql.DB) int {
+	t.Helper()
+	rows, err := admin.QueryContext(ctx, "SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ('Daemon', 'Binlog Dump') AND USER NOT IN ('system user', 'event_scheduler')")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	for _, id := range ids {
+		if _, err := admin.ExecContext(ctx, "KILL CONNECTION "+strconv.FormatInt(id, 10)); err != nil && !strings.Contains(err.Error(), "Unknown thread") {
+			t.Fatal(err)
+		}
+	}
+	return len(ids)
 }
