@@ -34,6 +34,12 @@ func callOf(r *driver.Request) *call {
 // call's ID names its hold, so a retry after a lost reply finds it there.
 func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Grant, err error) {
 	c := callOf(r)
+	if d.poll && !r.Reentrant && d.local.behind(r.Key, r.ID) {
+		// Refused here, with no round trip: a release here wakes the
+		// first waiter, and only the first polls. (A WithOwner call goes
+		// to the database: it may be a re-entry, which waits for nobody.)
+		return driver.Grant{Retry: r.TTL / 3}, nil
+	}
 	err = d.retry(ctx, func(ctx context.Context) (err error) {
 		g, err = d.acquireOnce(ctx, d, r)
 		return err
@@ -50,7 +56,7 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 	if d.token(r) != "" {
 		g.Retry = min(g.Retry, r.TTL/3) // look again in time to keep our place
 	}
-	if d.poll {
+	if d.poll && d.local.polls(r.Key, r.ID) {
 		if g.Retry <= 0 || g.Retry > c.backoff {
 			g.Retry = c.backoff
 		}
@@ -81,13 +87,21 @@ func (d *sqlDriver) Abandon(ctx context.Context, r *driver.Request) {
 	}
 }
 
-// Subscribe listens for the call's turn: by its token where releases
-// wake the first waiter, else by key (see sqlDriver.poll).
+// Subscribe listens for the call's turn, by its ID: Postgres wakes the
+// first waiter of its queue by its token (the ID), and where waiters poll,
+// notify wakes the first of this process's (see localQueue).
 func (d *sqlDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan struct{}, func(), error) {
-	if d.poll {
-		return d.hub.Subscribe(ctx, r.Key)
+	wake, stop, err := d.hub.Subscribe(ctx, r.ID)
+	if err != nil || !d.poll {
+		return wake, stop, err
 	}
-	return d.hub.Subscribe(ctx, r.ID)
+	d.local.join(r.Key, r.ID)
+	return wake, func() {
+		stop()
+		if d.local.leave(r.Key, r.ID) {
+			d.notify(r.Key) // the next waiter here is first now: it polls
+		}
+	}, nil
 }
 
 // Listening is false: a Lock's first attempt does not queue, so an
@@ -146,10 +160,13 @@ func (h *hold) Expire(ctx context.Context) {
 	}
 }
 
-// notify wakes this process's waiters for key (Postgres LISTEN: in SQL).
+// notify wakes this process's first waiter for key, where waiters poll
+// (Postgres LISTEN: in SQL).
 func (d *sqlDriver) notify(key string) {
 	if d.poll {
-		d.hub.Notify(key)
+		if id := d.local.first(key); id != "" {
+			d.hub.Notify(id)
+		}
 	}
 }
 

@@ -88,18 +88,21 @@
 //
 // SQLite has no notification between processes. Lockers of one process on
 // the same file and table share wake-ups, and take turns at the file, so
-// they never meet SQLITE_BUSY among themselves; waiters in other processes
-// look again on a backoff of 2 ms doubling to 50 ms, never later than the
-// holder's expiry.
+// they never meet SQLITE_BUSY among themselves. Their waiters for a key
+// queue in the process, first come first served: only the first looks at
+// the file, on a backoff of 2 ms doubling to 50 ms (never later than the
+// holder's expiry), to hear other processes' releases; a release in the
+// process wakes the first at once. 400 waiters in one process cost one
+// poller, and take the key in arrival order; waiters of different
+// processes get no order among them.
 //
 // MySQL has no LISTEN/NOTIFY either, and waits as SQLite does: this
-// process's Lockers on one pool and table share wake-ups (a release here
-// wakes the oldest waiter here at once), and a waiter polls, on the same
-// backoff bounded by the holder's expiry, for releases by other processes.
-// Each poll is one failed INSERT and one read, taking no lock beyond
-// them; waiters get no FIFO order. (A hand-off through GET_LOCK, a named
-// lock the holder keeps and a waiter blocks on, would wake other processes'
-// waiters without polling; it costs a connection per waited-for key.)
+// process's Lockers on one pool and table queue their waiters by key,
+// the first polls for other processes' releases, and a release here wakes
+// it at once. Each poll is one failed INSERT and one read, taking no lock
+// beyond them. (A hand-off through GET_LOCK, a named lock the holder keeps
+// and a waiter blocks on, would wake other processes' waiters without
+// polling; it costs a connection per waited-for key.)
 //
 // # Errors
 //

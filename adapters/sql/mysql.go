@@ -288,20 +288,28 @@ func myClassify(err error) (transient, ambiguous bool) {
 	return true, true // a failure of the connection that the driver did not name
 }
 
-// mySetup: no notification reaches another process's waiters, so waiters
-// poll (backoff bounded by the holder's expiry), and this process's
-// Lockers on one pool and table share a hub by which a release wakes
-// their waiters at once.
+// mySetup: no notification reaches another process's waiters, so the first
+// waiter of a key here polls (backoff bounded by the holder's expiry), and
+// this process's Lockers on one pool and table share a hub and a queue by
+// which a release wakes it at once (see localQueue).
 func mySetup(ctx context.Context, d *sqlDriver) error {
-	hub, release, err := hubs.get(ctx, listenerKey{d.db, d.cfg.table},
-		func() (*wait.Hub, error) { return wait.NewWakeOneHub(localChannel{}), nil }, func(*wait.Hub) {})
+	w, release, err := waiters.get(ctx, listenerKey{d.db, d.cfg.table},
+		func() (localWaiters, error) {
+			return localWaiters{wait.NewHub(localChannel{}), newLocalQueue()}, nil
+		},
+		func(localWaiters) {})
 	if err != nil {
 		return err
 	}
-	d.poll, d.hub, d.stop = true, hub, release
+	d.poll, d.hub, d.local, d.stop = true, w.hub, w.local, release
 	return nil
 }
 
-// hubs are the wake-up hubs of this process's MySQL Lockers, one per pool
-// and table.
-var hubs shared[listenerKey, *wait.Hub]
+// waiters are what this process's MySQL Lockers on one pool and table
+// share: the wake-up hub and the order of their waiters.
+var waiters shared[listenerKey, localWaiters]
+
+type localWaiters struct {
+	hub   *wait.Hub
+	local *localQueue
+}

@@ -135,7 +135,7 @@ func pgSetup(ctx context.Context, d *sqlDriver) error {
 	if cfg == nil {
 		// Not pgx: no LISTEN. Waiters fall back to backoff like SQLite's,
 		// woken early only by this Locker's own releases.
-		d.poll, d.hub = true, wait.NewHub(localChannel{})
+		d.poll, d.hub, d.local = true, wait.NewHub(localChannel{}), newLocalQueue()
 		return nil
 	}
 	ls, release, err := listeners.get(ctx, listenerKey{d.db, d.cfg.table},

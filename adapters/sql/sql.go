@@ -43,13 +43,14 @@ type sqlDriver struct {
 	closeDB func() // lets go of a database this package opened; nil for New's
 	cfg     config
 	hub     *wait.Hub
-	// poll: no backend notification reaches every waiter (SQLite, Postgres
-	// without LISTEN), so waiters also poll, and releases wake this
-	// process's waiters by key. Else waiters queue in the database, and a
-	// release wakes the first by its token.
-	poll bool
-	gate chan struct{} // if set, held around every statement (see fileState)
-	stop func()        // ends the dialect's background work (LISTEN, file refs)
+	// poll: no backend notification reaches every waiter (SQLite, MySQL,
+	// Postgres without LISTEN), so a process's first waiter for a key also
+	// polls, and releases here wake it (see localQueue). Else waiters
+	// queue in the database, and a release wakes the first by its token.
+	poll  bool
+	gate  chan struct{} // if set, held around every statement (see fileState)
+	local *localQueue   // where waiters poll: this process's waiters in order
+	stop  func()        // ends the dialect's background work (LISTEN, file refs)
 }
 
 // New returns a Locker over db, a PostgreSQL or SQLite handle opened by

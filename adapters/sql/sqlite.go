@@ -91,13 +91,14 @@ func sqliteClassify(err error) (bool, bool) {
 }
 
 // fileState is what the Lockers of this process share for one database
-// file and table: the hub by which a release wakes this process's waiters
-// at once, and a gate that lets one of them at a time reach the file, so
+// file and table: the hub and queue by which a release wakes this process's
+// first waiter at once, and a gate that lets one of them at a time reach the file, so
 // they queue here, in order, instead of meeting SQLITE_BUSY and sleeping in
 // SQLite's busy handler.
 type fileState struct {
-	hub  *wait.Hub
-	gate chan struct{}
+	hub   *wait.Hub
+	gate  chan struct{}
+	local *localQueue
 }
 
 // files are the fileStates of this process, by file and table.
@@ -124,11 +125,11 @@ func sqliteSetup(ctx context.Context, d *sqlDriver) error {
 		return fmt.Errorf("%w: an in-memory SQLite database is private to its connection: use a file", ErrInvalidOption)
 	}
 	f, release, err := files.get(ctx, file+"\x00"+d.cfg.table, func() (*fileState, error) {
-		return &fileState{hub: wait.NewWakeOneHub(localChannel{}), gate: make(chan struct{}, 1)}, nil
+		return &fileState{hub: wait.NewHub(localChannel{}), gate: make(chan struct{}, 1), local: newLocalQueue()}, nil
 	}, func(*fileState) {})
 	if err != nil {
 		return err
 	}
-	d.hub, d.gate, d.stop = f.hub, f.gate, release
+	d.hub, d.gate, d.local, d.stop = f.hub, f.gate, f.local, release
 	return nil
 }
