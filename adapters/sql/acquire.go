@@ -19,6 +19,7 @@ const (
 type call struct {
 	backoff time.Duration // the next poll interval, where poll is set
 	mayHold bool          // an attempt may have left a hold: Abandon takes it back
+	placed  time.Time     // when the call's place in the queue was last kept
 }
 
 func callOf(r *driver.Request) *call {
@@ -34,14 +35,22 @@ func callOf(r *driver.Request) *call {
 // call's ID names its hold, so a retry after a lost reply finds it there.
 func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Grant, err error) {
 	c := callOf(r)
+	once := d.acquireOnce
 	if d.poll && !r.Reentrant && d.local.behind(r.Key, r.ID) {
-		// Refused here, with no round trip: a release here wakes the
-		// first waiter, and only the first polls. (A WithOwner call goes
-		// to the database: it may be a re-entry, which waits for nobody.)
-		return driver.Grant{Retry: r.TTL / 3}, nil
+		// Refused here: a release here wakes the first waiter, and only
+		// the first polls. (A WithOwner call goes to the database: it may
+		// be a re-entry, which waits for nobody.) A place in the
+		// database's queue is kept, a TTL/3 apart, with no claim.
+		switch left := r.TTL/3 - time.Since(c.placed); {
+		case d.token(r) == "":
+			return driver.Grant{Retry: r.TTL / 3}, nil
+		case left > 0:
+			return driver.Grant{Retry: left}, nil
+		}
+		once = d.placeOnce
 	}
 	err = d.retry(ctx, func(ctx context.Context) (err error) {
-		g, err = d.acquireOnce(ctx, d, r)
+		g, err = once(ctx, d, r)
 		return err
 	}, &c.mayHold)
 	switch {
@@ -66,9 +75,9 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 }
 
 // token is the call's place in the key's queue: its ID once it listens
-// for its turn (Postgres with LISTEN), else "" (no queue).
+// for its turn where the database queues waiters, else "" (no queue).
 func (d *sqlDriver) token(r *driver.Request) string {
-	if r.Queue && !d.poll {
+	if r.Queue && d.queued {
 		return r.ID
 	}
 	return ""
@@ -98,8 +107,10 @@ func (d *sqlDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan st
 	d.local.join(r.Key, r.ID)
 	return wake, func() {
 		stop()
-		if d.local.leave(r.Key, r.ID) {
-			d.notify(r.Key) // the next waiter here is first now: it polls
+		// The next waiter here is first now: it polls, unless the key is
+		// this call's (its release here will wake the next).
+		if d.local.leave(r.Key, r.ID) && !callOf(r).mayHold {
+			d.notify(r.Key)
 		}
 	}, nil
 }

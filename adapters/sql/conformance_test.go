@@ -47,7 +47,7 @@ func postgresHarness(t testing.TB, proxy bool) conformance.Harness {
 }
 
 // mysqlHarness drives the MariaDB of scripts/backends, as postgresHarness
-// does Postgres. MySQL keeps no queue: waiters poll, so no FIFO order.
+// does Postgres.
 func mysqlHarness(t testing.TB, proxy bool) conformance.Harness {
 	u := testenv.URL(t, "LOCKER_TEST_MYSQL")
 	pass, _ := u.User.Password()
@@ -58,9 +58,12 @@ func mysqlHarness(t testing.TB, proxy bool) conformance.Harness {
 		Crash:     crasher.Crash,
 		Hang:      crasher.Blackhole,
 		Slow:      crasher.Delay,
+		// Rows of holders and of queued waiters.
 		Count: func(ctx context.Context, prefix string) (int, error) {
-			return count(ctx, db, "SELECT count(*) FROM locker_locks l JOIN (SELECT ? AS p) a ON LEFT(l.`key`, LENGTH(a.p)) = a.p", prefix)
+			return count(ctx, db, "SELECT (SELECT count(*) FROM locker_locks l WHERE LEFT(l.`key`, LENGTH(a.p)) = a.p)"+
+				" + (SELECT count(*) FROM locker_locks_queue w WHERE LEFT(w.`key`, LENGTH(a.p)) = a.p) FROM (SELECT ? AS p) a", prefix)
 		},
+		FIFO: true,
 		RoundTrip: func(ctx context.Context) error {
 			_, err := db.ExecContext(ctx, "SELECT 1")
 			return err
@@ -126,6 +129,18 @@ func sqliteHarness(t testing.TB) conformance.Harness {
 func TestConformancePostgres(t *testing.T) { conformance.Run(t, postgresHarness(t, true)) }
 func TestConformanceSQLite(t *testing.T)   { conformance.Run(t, sqliteHarness(t)) }
 func TestConformanceMySQL(t *testing.T)    { conformance.Run(t, mysqlHarness(t, true)) }
+
+// TestConformanceMySQLSingleStatements runs the suite where the server
+// takes one statement per query (multiStatements=false): each batch's
+// statements go one by one.
+func TestConformanceMySQLSingleStatements(t *testing.T) {
+	u := testenv.URL(t, "LOCKER_TEST_MYSQL")
+	q := u.Query()
+	q.Set("multiStatements", "false")
+	u.RawQuery = q.Encode()
+	t.Setenv("LOCKER_TEST_MYSQL", u.String())
+	conformance.Run(t, mysqlHarness(t, true))
+}
 
 func BenchmarkConformancePostgres(b *testing.B) { conformance.Bench(b, postgresHarness(b, false)) }
 func BenchmarkConformanceSQLite(b *testing.B)   { conformance.Bench(b, sqliteHarness(b)) }

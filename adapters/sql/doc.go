@@ -42,6 +42,7 @@
 //	SQLite:   TABLE locker_locks_fence (id, v): a counter row kept by triggers
 //	MySQL:    TABLE locker_locks_fence (id, v): a counter row (key and owner
 //	          are VARBINARY(512): byte order)
+//	          TABLE locker_locks_queue (key, token, seq, expires_at): waiters
 //
 // A row lives while its lock is held, or until its expired lock is taken
 // over in place.
@@ -58,9 +59,13 @@
 //
 // MySQL and MariaDB return no rows from writes, so there an acquire is a
 // few single statements, none holding a lock past itself: an INSERT claims
-// a free key (the primary key lets one claim in), a fence is drawn from the
-// counter row, and an UPDATE gives it to the claim if the claim is still
-// the caller's; a refused attempt is the failed INSERT and one read.
+// a free key unless a live waiter is queued ahead of the caller (the
+// primary key lets one claim in), a fence is drawn from the counter row,
+// and an UPDATE gives it to the claim if the claim is still the caller's;
+// a refused attempt is the failed INSERT and one read (which also keeps a
+// waiter's place). Where the connection takes several statements at once
+// (multiStatements=true, which Open sets), each of these goes in one round
+// trip.
 // Expiry there, too, is the server's clock (UTC_TIMESTAMP, whatever the
 // session's time zone). Every statement autocommits, so the isolation level
 // does not matter.
@@ -96,13 +101,18 @@
 // poller, and take the key in arrival order; waiters of different
 // processes get no order among them.
 //
-// MySQL has no LISTEN/NOTIFY either, and waits as SQLite does: this
-// process's Lockers on one pool and table queue their waiters by key,
-// the first polls for other processes' releases, and a release here wakes
-// it at once. Each poll is one failed INSERT and one read, taking no lock
-// beyond them. (A hand-off through GET_LOCK, a named lock the holder keeps
-// and a waiter blocks on, would wake other processes' waiters without
-// polling; it costs a connection per waited-for key.)
+// MySQL waiters queue in the database as Postgres waiters do, first come
+// first served across processes: a place in the queue table, expiring a
+// TTL ahead and kept while the waiter waits, and a free key goes only to
+// the first live waiter. MySQL has no LISTEN/NOTIFY, so no release reaches
+// another process: within a process (the Lockers on one pool and table)
+// waiters line up in the queue's order, the first polls on SQLite's
+// backoff (one failed INSERT and one read, taking no lock beyond them),
+// the others only keep their places, a TTL/3 apart, and a release here
+// wakes the first at once. A hand-off through GET_LOCK, a named lock the
+// holder keeps and a waiter blocks on, would wake other processes' waiters
+// without polling, at the price of a connection per held and per
+// waited-for key; it is not built yet.
 //
 // # Errors
 //

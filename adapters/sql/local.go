@@ -1,42 +1,78 @@
 package sql
 
 import (
+	"math"
 	"slices"
 	"sync"
 )
 
 // localQueue orders this process's waiters on each key where waiters poll
 // (SQLite, MySQL): only the first of a key looks at the database on the
-// poll backoff, to hear of other processes' releases; the others wait,
-// without a round trip, until they are first (a release here, or the first
-// leaving, wakes the next by its ID). 400 waiters in one process then poll
-// as one, and take the key in arrival order among themselves.
+// poll backoff, to hear of other processes' releases; the others wait
+// until they are first (a release here, or the first leaving, wakes the
+// next by its ID). 400 waiters in one process then poll as one. Waiters
+// are in arrival order, or where the database queues them too (MySQL) in
+// the database's order, once their place there is known (place), so that
+// the one that polls is the one whose turn comes first.
 type localQueue struct {
 	mu   sync.Mutex
-	keys map[string][]string // waiting call IDs, in arrival order
+	keys map[string][]waiter
 }
 
-func newLocalQueue() *localQueue { return &localQueue{keys: map[string][]string{}} }
+type waiter struct {
+	id  string
+	seq uint64 // the place in the database's queue; unknown: MaxUint64
+}
+
+func newLocalQueue() *localQueue { return &localQueue{keys: map[string][]waiter{}} }
 
 func (q *localQueue) join(key, id string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.keys[key] = append(q.keys[key], id)
+	q.keys[key] = append(q.keys[key], waiter{id, math.MaxUint64})
+}
+
+// place records id's place in the database's queue, moving it ahead of
+// the waiters behind that place or with none known yet. It reports the
+// key's first waiter if that changed, else "".
+func (q *localQueue) place(key, id string, seq uint64) (first string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ws := q.keys[key]
+	i := q.index(key, id)
+	if i < 0 || ws[i].seq == seq {
+		return ""
+	}
+	was := ws[0].id
+	ws = slices.Delete(ws, i, i+1)
+	j := slices.IndexFunc(ws, func(w waiter) bool { return w.seq > seq })
+	if j < 0 {
+		j = len(ws)
+	}
+	ws = slices.Insert(ws, j, waiter{id, seq})
+	q.keys[key] = ws
+	if ws[0].id != was {
+		return ws[0].id
+	}
+	return ""
+}
+
+func (q *localQueue) index(key, id string) int {
+	return slices.IndexFunc(q.keys[key], func(w waiter) bool { return w.id == id })
 }
 
 // leave takes id out of key's queue and reports whether it was the first.
 func (q *localQueue) leave(key, id string) (first bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	ids := q.keys[key]
-	i := slices.Index(ids, id)
+	i := q.index(key, id)
 	if i < 0 {
 		return false
 	}
-	if ids = slices.Delete(ids, i, i+1); len(ids) == 0 {
+	if ws := slices.Delete(q.keys[key], i, i+1); len(ws) == 0 {
 		delete(q.keys, key)
 	} else {
-		q.keys[key] = ids
+		q.keys[key] = ws
 	}
 	return i == 0
 }
@@ -46,16 +82,15 @@ func (q *localQueue) leave(key, id string) (first bool) {
 func (q *localQueue) polls(key, id string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	ids := q.keys[key]
-	return len(ids) == 0 || ids[0] == id || !slices.Contains(ids, id)
+	return q.index(key, id) <= 0
 }
 
 // first is the ID of key's first waiter, or "".
 func (q *localQueue) first(key string) string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if ids := q.keys[key]; len(ids) > 0 {
-		return ids[0]
+	if ws := q.keys[key]; len(ws) > 0 {
+		return ws[0].id
 	}
 	return ""
 }
@@ -66,6 +101,6 @@ func (q *localQueue) first(key string) string {
 func (q *localQueue) behind(key, id string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	ids := q.keys[key]
-	return len(ids) > 0 && ids[0] != id
+	ws := q.keys[key]
+	return len(ws) > 0 && ws[0].id != id
 }

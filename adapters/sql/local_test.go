@@ -27,3 +27,22 @@ func TestLocalQueueFirstPolls(t *testing.T) {
 		t.Fatal("an empty key is forgotten; leaving twice is a no-op")
 	}
 }
+
+func TestLocalQueueTakesTheDatabasesOrder(t *testing.T) {
+	q := newLocalQueue()
+	q.join("k", "a")
+	q.join("k", "b")
+	q.join("k", "c")
+	if got := q.place("k", "b", 7); got != "b" {
+		t.Fatalf("b placed, a's place unknown: first = %q, want b", got)
+	}
+	if got := q.place("k", "a", 9); got != "" || q.first("k") != "b" {
+		t.Fatalf("a placed behind b: first changed to %q", got)
+	}
+	if got := q.place("k", "c", 8); got != "" || !q.polls("k", "b") || q.polls("k", "c") {
+		t.Fatalf("c placed between b and a: first changed to %q", got)
+	}
+	if !q.leave("k", "b") || q.first("k") != "c" || q.place("k", "c", 8) != "" || q.place("k", "gone", 1) != "" {
+		t.Fatal("after b, c (8) comes before a (9); placing again or a stranger changes nothing")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	dbsql "database/sql"
 	"errors"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"time"
@@ -23,19 +24,44 @@ import (
 // AUTO_INCREMENT fence would not: InnoDB draws it before it finds the key
 // taken, so two inserts can draw in one order and land in the other.)
 func myDialect(table string) *dialect {
-	fill := filler(table, "{t}", "`{tn}`", "{now}", myNow)
+	fill := filler(table, "{t}", "`{tn}`", "{q}", "`{tn}_queue`", "{now}", myNow)
 	const match = " WHERE `key` = ? AND owner = ? AND (? = 0 OR fence = ?)"
+	// A claim passes no live waiter queued before the call: claimFirst is
+	// a call that does not queue (behind every waiter), claimQueued one
+	// that does (token ?).
+	const (
+		claim       = "INSERT INTO {t} (`key`, owner, fence, holds, ids, expires_at) SELECT ?, ?, 0, 1, ?, {now} + ? FROM DUAL WHERE NOT EXISTS "
+		claimFirst  = claim + "(SELECT 1 FROM {q} WHERE `key` = ? AND expires_at > {now})"
+		claimQueued = claim + "(SELECT 1 FROM {q} w WHERE w.`key` = ? AND w.token <> ? AND w.expires_at > {now} AND w.seq < " +
+			"COALESCE((SELECT seq FROM {q} WHERE `key` = ? AND token = ?), 18446744073709551615))"
+	)
 	m := &myStatements{
-		insert: fill("INSERT INTO {t} (`key`, owner, fence, holds, ids, expires_at) VALUES (?, ?, 0, 1, ?, {now} + ?)"),
-		draw:   fill("UPDATE `{tn}_fence` SET v = LAST_INSERT_ID(v + 1) WHERE id = 1"),
-		fence:  fill("UPDATE {t} SET fence = ? WHERE `key` = ? AND owner = ? AND fence = 0 AND ids = ?"),
+		insert:       fill(claimFirst),
+		insertQueued: fill(claimQueued),
+		draw:         fill("UPDATE `{tn}_fence` SET v = LAST_INSERT_ID(v + 1) WHERE id = 1"),
+		fence:        fill("UPDATE {t} SET fence = ? WHERE `key` = ? AND owner = ? AND fence = 0 AND ids = ?"),
 		// claim, draw and fence in one round trip, where the connection
-		// takes several statements at once; a failed statement ends it.
-		batch: fill("INSERT INTO {t} (`key`, owner, fence, holds, ids, expires_at) VALUES (?, ?, 0, 1, ?, {now} + ?);\n" +
-			"UPDATE `{tn}_fence` SET v = LAST_INSERT_ID(v + 1) WHERE id = 1;\n" +
-			"UPDATE {t} SET fence = LAST_INSERT_ID() WHERE `key` = ? AND owner = ? AND fence = 0 AND ids = ?;\n" +
-			"SELECT LAST_INSERT_ID(), ROW_COUNT()"),
-		read:    fill("SELECT owner, fence, ids, expires_at - {now} FROM {t} WHERE `key` = ?"),
+		// takes several statements at once, each step only if the one
+		// before changed a row (ROW_COUNT); a failed statement ends it.
+		// batchQueued also takes the waiter out of the queue.
+		batch: fill(claimFirst + ";\n" + myDrawFence + "SELECT LAST_INSERT_ID(), ROW_COUNT()"),
+		batchQueued: fill(claimQueued + ";\n" + myDrawFence + "SET @locker_f = ROW_COUNT();\n" +
+			"DELETE FROM {q} WHERE `key` = ? AND token = ? AND @locker_f > 0;\n" +
+			"SELECT LAST_INSERT_ID(), @locker_f"),
+		// place takes or keeps a waiter's place for the TTL (seq stays);
+		// gc clears lapsed places.
+		place: fill("INSERT INTO {q} (`key`, token, expires_at) VALUES (?, ?, {now} + ?) " +
+			"ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at)"),
+		gc:      fill("DELETE FROM {q} WHERE `key` = ? AND expires_at <= {now}"),
+		dequeue: fill("DELETE FROM {q} WHERE `key` = ? AND token = ?"),
+		// state: the row (or '', 0, '', 0), until when the first live
+		// waiter ahead keeps the key from the call (ms; 0: none), and the
+		// call's place.
+		state: fill("SELECT COALESCE(l.owner, ''), COALESCE(l.fence, 0), COALESCE(l.ids, ''), COALESCE(l.expires_at - {now}, 0), " +
+			"COALESCE((SELECT MIN(w.expires_at) FROM {q} w WHERE w.`key` = ? AND w.token <> ? AND w.expires_at > {now} AND w.seq < " +
+			"COALESCE((SELECT seq FROM {q} WHERE `key` = ? AND token = ?), 18446744073709551615)) - {now}, 0), " +
+			"COALESCE((SELECT seq FROM {q} WHERE `key` = ? AND token = ?), 0) " +
+			"FROM (SELECT 1) x LEFT JOIN {t} l ON l.`key` = ?"),
 		reenter: fill("UPDATE {t} SET holds = holds + ?, ids = ?, expires_at = GREATEST(expires_at, {now} + ?) WHERE `key` = ? AND fence = ? AND ids = ?"),
 		lapse:   fill("DELETE FROM {t} WHERE `key` = ? AND fence = ? AND expires_at <= {now}"),
 		drop:    fill("DELETE FROM {t}" + match + " AND ids = ?"),
@@ -46,8 +72,11 @@ func myDialect(table string) *dialect {
 		expire:  fill("DELETE FROM {t} WHERE `key` = ? AND owner = ? AND fence = ? AND expires_at <= {now}"),
 		force:   fill("DELETE FROM {t} WHERE `key` = ? AND fence = ?"),
 	}
+	// in one round trip where it can be; one in 16 also clears lapsed places
+	m.wait, m.waitGC = m.place+";\n"+m.state, m.place+";\n"+m.gc+";\n"+m.state
 	return &dialect{
 		q: queries{
+			leave:  m.dequeue,
 			status: fill(myInfo + " AND `key` = ?"),
 			// One parameter, however often the condition names it.
 			list: fill("SELECT l.`key`, l.owner, l.fence, l.holds, l.expires_at FROM {t} l JOIN (SELECT ? AS p) a " +
@@ -67,6 +96,7 @@ func myDialect(table string) *dialect {
 			return mySetup(ctx, d)
 		},
 		acquireOnce: m.acquire,
+		placeOnce:   m.placeOnce,
 		releaseOnce: m.release,
 		refreshOnce: m.refreshOnce,
 		expireOnce: func(ctx context.Context, h *hold) (bool, error) {
@@ -75,6 +105,10 @@ func myDialect(table string) *dialect {
 		forceOnce: m.forceOnce,
 	}
 }
+
+// myDrawFence draws a fence and gives it to the claim just inserted.
+const myDrawFence = "UPDATE `{tn}_fence` SET v = LAST_INSERT_ID(v + 1) WHERE id = 1 AND ROW_COUNT() > 0;\n" +
+	"UPDATE {t} SET fence = LAST_INSERT_ID() WHERE `key` = ? AND owner = ? AND fence = 0 AND ids = ? AND ROW_COUNT() > 0;\n"
 
 // myNow is the database's clock in Unix milliseconds, whatever the
 // session's time zone.
@@ -93,12 +127,21 @@ const mySchema = "CREATE TABLE IF NOT EXISTS {t} (\n" +
 	"	expires_at BIGINT NOT NULL\n" +
 	") ENGINE=InnoDB;\n" +
 	"CREATE TABLE IF NOT EXISTS `{tn}_fence` (id TINYINT NOT NULL PRIMARY KEY, v BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB;\n" +
-	"INSERT IGNORE INTO `{tn}_fence` (id, v) VALUES (1, 0)"
+	"INSERT IGNORE INTO `{tn}_fence` (id, v) VALUES (1, 0);\n" +
+	"CREATE TABLE IF NOT EXISTS {q} (\n" +
+	"	`key` VARBINARY(512) NOT NULL,\n" +
+	"	token VARBINARY(255) NOT NULL,\n" +
+	"	seq BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,\n" +
+	"	expires_at BIGINT NOT NULL,\n" +
+	"	PRIMARY KEY (`key`, token),\n" +
+	"	KEY (seq)\n" +
+	") ENGINE=InnoDB"
 
 // myStatements are the MySQL statements, filled in for one table. The
 // hold id is spaced (" id ") as in ids, which lists a row's hold ids.
 type myStatements struct {
-	insert, draw, fence, batch, read, reenter, lapse, drop, dec, has, refresh, live, expire, force string
+	insert, insertQueued, draw, fence, batch, batchQueued, place, gc, dequeue, state, wait, waitGC string
+	reenter, lapse, drop, dec, has, refresh, live, expire, force                                   string
 	multi                                                                                          bool // the connections take batch
 }
 
@@ -116,81 +159,175 @@ func multiStatements(ctx context.Context, db *dbsql.DB) bool {
 }
 
 // acquire claims r's key if free (after deleting an expired row) and
-// fences the claim; re-enters the key if r's owner holds it; else refuses
-// with the holder's time left. A change by another client between two
-// statements starts over.
+// nobody queued ahead of r, and fences the claim; re-enters the key if r's
+// owner holds it; else refuses with the holder's time left, or the time
+// until the waiter ahead lapses, keeping r's place in the queue if it
+// queues. A change by another client between two statements starts over.
 func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error) {
-	id, ttl := " "+r.ID+" ", r.TTL.Milliseconds()
-	grant := func(fence uint64) driver.Grant {
-		return driver.Grant{Hold: &hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, fence: fence, ttl: r.TTL}, Fence: fence}
+	id, ttl, token := " "+r.ID+" ", r.TTL.Milliseconds(), d.token(r)
+	grant := func(fence uint64, queued bool) (driver.Grant, error) {
+		if queued && token != "" {
+			if _, err := d.db.ExecContext(ctx, m.dequeue, r.Key, token); err != nil {
+				return driver.Grant{}, err // the hold is taken back (Abandon)
+			}
+		}
+		return driver.Grant{Hold: &hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, fence: fence, ttl: r.TTL}, Fence: fence}, nil
 	}
 	for {
-		fence, ok, err := m.claim(ctx, d, r, id, ttl)
+		fence, fenced, err := m.claim(ctx, d, r, id, ttl, token)
 		switch {
-		case err == nil && ok:
-			return grant(fence), nil
-		case err == nil:
-			continue // our claim lapsed and was taken before its fence
-		case !isDuplicate(err):
+		case err == nil && fenced:
+			return grant(fence, !m.multi)
+		case err != nil && !isDuplicate(err):
 			return driver.Grant{}, err
 		}
-		var (
-			owner, ids string
-			left       int64
-		)
-		if err := row(d.db.QueryRowContext(ctx, m.read, r.Key), &owner, &fence, &ids, &left); err != nil {
+		s, err := m.read(ctx, d, r, token, ttl)
+		if err != nil {
 			return driver.Grant{}, err
 		}
 		switch {
-		case ids == "": // released meanwhile
-		case left > 0 && fence == 0 && ids == id: // our claim, its fence lost with a connection
+		case s.ids == "" && s.ahead > 0: // free, but a waiter comes first
+			return driver.Grant{Retry: time.Duration(s.ahead) * time.Millisecond}, nil
+		case s.ids == "": // released meanwhile
+		case s.left > 0 && s.fence == 0 && s.ids == id: // our claim, its fence lost with a connection
 			if fence, ok, err := m.fenceClaim(ctx, d, r, id); err != nil || ok {
-				return grant(fence), err
+				if err != nil {
+					return driver.Grant{}, err
+				}
+				return grant(fence, true)
 			}
-		case left > 0 && fence == 0: // a claim being fenced: look again soon
+		case s.left > 0 && s.fence == 0: // a claim being fenced: look again soon
 			return driver.Grant{}, nil
-		case left > 0 && owner != r.Owner:
-			return driver.Grant{Retry: time.Duration(left) * time.Millisecond}, nil
-		case left > 0: // ours: re-entered, gaining the hold id unless a retry of this call has it
-			more, next := !strings.Contains(ids, id), ids
+		case s.left > 0 && s.owner != r.Owner:
+			return driver.Grant{Retry: time.Duration(s.left) * time.Millisecond}, nil
+		case s.left > 0: // ours: re-entered, gaining the hold id unless a retry of this call has it
+			more, next := !strings.Contains(s.ids, id), s.ids
 			if more {
 				next += r.ID + " "
 			}
-			if ok, err := affected(d.db.ExecContext(ctx, m.reenter, more, next, ttl, r.Key, fence, ids)); err != nil || ok {
-				return grant(fence), err
+			if ok, err := affected(d.db.ExecContext(ctx, m.reenter, more, next, ttl, r.Key, s.fence, s.ids)); err != nil || ok {
+				if err != nil {
+					return driver.Grant{}, err
+				}
+				return grant(s.fence, true)
 			}
 		default: // expired: delete it, then insert anew
-			if _, err := d.db.ExecContext(ctx, m.lapse, r.Key, fence); err != nil {
+			if _, err := d.db.ExecContext(ctx, m.lapse, r.Key, s.fence); err != nil {
 				return driver.Grant{}, err
 			}
 		}
 	}
 }
 
-// claim inserts r's row and fences it: ok if the key is now r's, with
-// fence; a duplicate-key error if the key has a row.
-func (m *myStatements) claim(ctx context.Context, d *sqlDriver, r *driver.Request, id string, ttl int64) (fence uint64, ok bool, err error) {
+// claim inserts r's row unless a waiter is ahead, and fences it: fenced
+// if the key is now r's, with fence (and r has left the queue where a
+// batch ran); a duplicate-key error if the key has a row.
+func (m *myStatements) claim(ctx context.Context, d *sqlDriver, r *driver.Request, id string, ttl int64, token string) (fence uint64, fenced bool, err error) {
+	q, args := m.insert, []any{r.Key, r.Owner, id, ttl, r.Key}
+	if token != "" {
+		q, args = m.insertQueued, append(args, token, r.Key, token)
+	}
 	if !m.multi {
-		if _, err := d.db.ExecContext(ctx, m.insert, r.Key, r.Owner, id, ttl); err != nil {
+		if ok, err := affected(d.db.ExecContext(ctx, q, args...)); err != nil || !ok {
 			return 0, false, err
 		}
 		return m.fenceClaim(ctx, d, r, id)
 	}
-	rows, err := d.db.QueryContext(ctx, m.batch, r.Key, r.Owner, id, ttl, r.Key, r.Owner, id)
+	q, args = m.batch, append(args, r.Key, r.Owner, id)
+	if token != "" {
+		q, args = m.batchQueued, append(args, r.Key, token)
+	}
+	rows, err := d.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return 0, false, err
 	}
+	var n int64
+	err = scanLast(rows, &fence, &n)
+	return fence, n > 0, err
+}
+
+// keyState is what a refused claim reads: the key's row (ids "" if none),
+// the ms until the first live waiter ahead of the call lapses (0: none),
+// and the call's place in the queue (0: none).
+type keyState struct {
+	owner, ids  string
+	fence, seq  uint64
+	left, ahead int64
+}
+
+// read takes or keeps the call's place (if it queues; lapsed places are
+// cleared) and reads the key's state, in one round trip where the
+// connection takes several statements.
+func (m *myStatements) read(ctx context.Context, d *sqlDriver, r *driver.Request, token string, ttl int64) (s keyState, err error) {
+	dest := []any{&s.owner, &s.fence, &s.ids, &s.left, &s.ahead, &s.seq}
+	state := []any{r.Key, token, r.Key, token, r.Key, token, r.Key}
+	if token == "" {
+		return s, row(d.db.QueryRowContext(ctx, m.state, state...), dest...)
+	}
+	start := time.Now()
+	if err := m.enqueue(ctx, d, r.Key, token, ttl, state, dest); err != nil {
+		return s, err
+	}
+	callOf(r).placed = start
+	if first := d.local.place(r.Key, r.ID, s.seq); first != "" {
+		d.hub.Notify(first) // the new first here polls
+	}
+	return s, nil
+}
+
+// enqueue takes or keeps a place, now and then clears lapsed ones (left
+// by waiters that crashed: they keep nobody waiting), and reads the state
+// into dest.
+func (m *myStatements) enqueue(ctx context.Context, d *sqlDriver, key, token string, ttl int64, state, dest []any) error {
+	gc := rand.IntN(16) == 0
+	if m.multi {
+		q, args := m.wait, []any{key, token, ttl}
+		if gc {
+			q, args = m.waitGC, append(args, key)
+		}
+		rows, err := d.db.QueryContext(ctx, q, append(args, state...)...)
+		if err != nil {
+			return err
+		}
+		return scanLast(rows, dest...)
+	}
+	if _, err := d.db.ExecContext(ctx, m.place, key, token, ttl); err != nil {
+		return err
+	}
+	if gc {
+		if _, err := d.db.ExecContext(ctx, m.gc, key); err != nil {
+			return err
+		}
+	}
+	return row(d.db.QueryRowContext(ctx, m.state, state...), dest...)
+}
+
+// placeOnce keeps the place of a waiter behind another of this process's.
+func (m *myStatements) placeOnce(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error) {
+	s, err := m.read(ctx, d, r, d.token(r), r.TTL.Milliseconds())
+	switch {
+	case err != nil:
+		return driver.Grant{}, err
+	case s.left > 0:
+		return driver.Grant{Retry: time.Duration(s.left) * time.Millisecond}, nil
+	case s.ahead > 0:
+		return driver.Grant{Retry: time.Duration(s.ahead) * time.Millisecond}, nil
+	}
+	return driver.Grant{Retry: r.TTL / 3}, nil // the first here takes the free key
+}
+
+// scanLast scans the rows of a batch's result sets into dest (the last
+// row wins) and closes rows.
+func scanLast(rows *dbsql.Rows, dest ...any) error {
 	defer rows.Close()
 	for {
 		for rows.Next() {
-			var n int64
-			if err := rows.Scan(&fence, &n); err != nil {
-				return 0, false, err
+			if err := rows.Scan(dest...); err != nil {
+				return err
 			}
-			ok = n == 1
 		}
 		if !rows.NextResultSet() {
-			return fence, ok, rows.Err()
+			return rows.Err()
 		}
 	}
 }
@@ -301,7 +438,7 @@ func mySetup(ctx context.Context, d *sqlDriver) error {
 	if err != nil {
 		return err
 	}
-	d.poll, d.hub, d.local, d.stop = true, w.hub, w.local, release
+	d.poll, d.queued, d.hub, d.local, d.stop = true, true, w.hub, w.local, release
 	return nil
 }
 

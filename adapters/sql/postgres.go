@@ -143,7 +143,7 @@ func pgSetup(ctx context.Context, d *sqlDriver) error {
 	if err != nil {
 		return err
 	}
-	d.hub, d.stop = ls.hub, release
+	d.hub, d.stop, d.queued = ls.hub, release, true
 	return nil
 }
 

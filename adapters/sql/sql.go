@@ -32,6 +32,10 @@ type dialect struct {
 	refreshOnce func(ctx context.Context, h *hold) (ok bool, err error)
 	expireOnce  func(ctx context.Context, h *hold) (deleted bool, err error)
 	forceOnce   func(ctx context.Context, d *sqlDriver, key string) (held bool, err error)
+	// placeOnce keeps a waiter's place in the queue without claiming the
+	// key, where the database queues waiters that also poll (MySQL): a
+	// waiter behind another of this process's does no more.
+	placeOnce func(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error)
 }
 
 var gormDialects = map[string]func(table string) *dialect{"postgres": pgDialect, "sqlite": sqliteDialect, "mysql": myDialect}
@@ -47,10 +51,13 @@ type sqlDriver struct {
 	// Postgres without LISTEN), so a process's first waiter for a key also
 	// polls, and releases here wake it (see localQueue). Else waiters
 	// queue in the database, and a release wakes the first by its token.
-	poll  bool
-	gate  chan struct{} // if set, held around every statement (see fileState)
-	local *localQueue   // where waiters poll: this process's waiters in order
-	stop  func()        // ends the dialect's background work (LISTEN, file refs)
+	poll bool
+	// queued: waiters keep a place in the database's queue, which gives a
+	// free key to the first (Postgres; MySQL, whose waiters also poll).
+	queued bool
+	gate   chan struct{} // if set, held around every statement (see fileState)
+	local  *localQueue   // where waiters poll: this process's waiters in order
+	stop   func()        // ends the dialect's background work (LISTEN, file refs)
 }
 
 // New returns a Locker over db, a PostgreSQL or SQLite handle opened by
