@@ -4,7 +4,6 @@ import (
 	"context"
 	dbsql "database/sql"
 	"errors"
-	"math/rand/v2"
 	"net"
 	"strings"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/locker-go/locker/driver"
-	"github.com/locker-go/locker/internal/wait"
 )
 
 // myDialect is the lock table on MySQL and MariaDB. Neither returns rows
@@ -25,6 +23,41 @@ import (
 // taken, so two inserts can draw in one order and land in the other.)
 func myDialect(table string) *dialect {
 	fill := filler(table, "{t}", "`{tn}`", "{q}", "`{tn}_queue`", "{now}", myNow)
+	m := newMyStatements(fill)
+	return &dialect{
+		q: queries{
+			leave:  m.dequeue,
+			status: fill(myInfo + " AND `key` = ?"),
+			// One parameter, however often the condition names it.
+			list: fill("SELECT l.`key`, l.owner, l.fence, l.holds, l.expires_at FROM {t} l JOIN (SELECT ? AS p) a " +
+				"ON LEFT(l.`key`, LENGTH(a.p)) = a.p WHERE l.expires_at > {now}"),
+		},
+		migrate: func(ctx context.Context, tx *dbsql.Tx) error {
+			for _, stmt := range strings.Split(fill(mySchema), ";\n") {
+				if _, err := tx.ExecContext(ctx, stmt); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		classify: myClassify,
+		setup: func(ctx context.Context, d *sqlDriver) error {
+			m.multi = multiStatements(ctx, d.db)
+			return mySetup(ctx, d)
+		},
+		acquireOnce: m.acquire,
+		placeOnce:   m.placeOnce,
+		releaseOnce: m.release,
+		refreshOnce: m.refreshOnce,
+		expireOnce: func(ctx context.Context, h *hold) (bool, error) {
+			return affected(h.d.db.ExecContext(ctx, m.expire, h.key, h.owner, h.fence))
+		},
+		forceOnce: m.forceOnce,
+	}
+}
+
+// newMyStatements fills in the MySQL statements for one table.
+func newMyStatements(fill func(string) string) *myStatements {
 	const match = " WHERE `key` = ? AND owner = ? AND (? = 0 OR fence = ?)"
 	// A claim passes no live waiter queued before the call: claimFirst is
 	// a call that does not queue (behind every waiter), claimQueued one
@@ -74,36 +107,7 @@ func myDialect(table string) *dialect {
 	}
 	// in one round trip where it can be; one in 16 also clears lapsed places
 	m.wait, m.waitGC = m.place+";\n"+m.state, m.place+";\n"+m.gc+";\n"+m.state
-	return &dialect{
-		q: queries{
-			leave:  m.dequeue,
-			status: fill(myInfo + " AND `key` = ?"),
-			// One parameter, however often the condition names it.
-			list: fill("SELECT l.`key`, l.owner, l.fence, l.holds, l.expires_at FROM {t} l JOIN (SELECT ? AS p) a " +
-				"ON LEFT(l.`key`, LENGTH(a.p)) = a.p WHERE l.expires_at > {now}"),
-		},
-		migrate: func(ctx context.Context, tx *dbsql.Tx) error {
-			for _, stmt := range strings.Split(fill(mySchema), ";\n") {
-				if _, err := tx.ExecContext(ctx, stmt); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
-		classify: myClassify,
-		setup: func(ctx context.Context, d *sqlDriver) error {
-			m.multi = multiStatements(ctx, d.db)
-			return mySetup(ctx, d)
-		},
-		acquireOnce: m.acquire,
-		placeOnce:   m.placeOnce,
-		releaseOnce: m.release,
-		refreshOnce: m.refreshOnce,
-		expireOnce: func(ctx context.Context, h *hold) (bool, error) {
-			return affected(h.d.db.ExecContext(ctx, m.expire, h.key, h.owner, h.fence))
-		},
-		forceOnce: m.forceOnce,
-	}
+	return m
 }
 
 // myDrawFence draws a fence and gives it to the claim just inserted.
@@ -246,76 +250,6 @@ func (m *myStatements) claim(ctx context.Context, d *sqlDriver, r *driver.Reques
 	return fence, n > 0, err
 }
 
-// keyState is what a refused claim reads: the key's row (ids "" if none),
-// the ms until the first live waiter ahead of the call lapses (0: none),
-// and the call's place in the queue (0: none).
-type keyState struct {
-	owner, ids  string
-	fence, seq  uint64
-	left, ahead int64
-}
-
-// read takes or keeps the call's place (if it queues; lapsed places are
-// cleared) and reads the key's state, in one round trip where the
-// connection takes several statements.
-func (m *myStatements) read(ctx context.Context, d *sqlDriver, r *driver.Request, token string, ttl int64) (s keyState, err error) {
-	dest := []any{&s.owner, &s.fence, &s.ids, &s.left, &s.ahead, &s.seq}
-	state := []any{r.Key, token, r.Key, token, r.Key, token, r.Key}
-	if token == "" {
-		return s, row(d.db.QueryRowContext(ctx, m.state, state...), dest...)
-	}
-	start := time.Now()
-	if err := m.enqueue(ctx, d, r.Key, token, ttl, state, dest); err != nil {
-		return s, err
-	}
-	callOf(r).placed = start
-	if first := d.local.place(r.Key, r.ID, s.seq); first != "" {
-		d.hub.Notify(first) // the new first here polls
-	}
-	return s, nil
-}
-
-// enqueue takes or keeps a place, now and then clears lapsed ones (left
-// by waiters that crashed: they keep nobody waiting), and reads the state
-// into dest.
-func (m *myStatements) enqueue(ctx context.Context, d *sqlDriver, key, token string, ttl int64, state, dest []any) error {
-	gc := rand.IntN(16) == 0
-	if m.multi {
-		q, args := m.wait, []any{key, token, ttl}
-		if gc {
-			q, args = m.waitGC, append(args, key)
-		}
-		rows, err := d.db.QueryContext(ctx, q, append(args, state...)...)
-		if err != nil {
-			return err
-		}
-		return scanLast(rows, dest...)
-	}
-	if _, err := d.db.ExecContext(ctx, m.place, key, token, ttl); err != nil {
-		return err
-	}
-	if gc {
-		if _, err := d.db.ExecContext(ctx, m.gc, key); err != nil {
-			return err
-		}
-	}
-	return row(d.db.QueryRowContext(ctx, m.state, state...), dest...)
-}
-
-// placeOnce keeps the place of a waiter behind another of this process's.
-func (m *myStatements) placeOnce(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error) {
-	s, err := m.read(ctx, d, r, d.token(r), r.TTL.Milliseconds())
-	switch {
-	case err != nil:
-		return driver.Grant{}, err
-	case s.left > 0:
-		return driver.Grant{Retry: time.Duration(s.left) * time.Millisecond}, nil
-	case s.ahead > 0:
-		return driver.Grant{Retry: time.Duration(s.ahead) * time.Millisecond}, nil
-	}
-	return driver.Grant{Retry: r.TTL / 3}, nil // the first here takes the free key
-}
-
 // scanLast scans the rows of a batch's result sets into dest (the last
 // row wins) and closes rows.
 func scanLast(rows *dbsql.Rows, dest ...any) error {
@@ -423,30 +357,4 @@ func myClassify(err error) (transient, ambiguous bool) {
 		return true, true
 	}
 	return true, true // a failure of the connection that the driver did not name
-}
-
-// mySetup: no notification reaches another process's waiters, so the first
-// waiter of a key here polls (backoff bounded by the holder's expiry), and
-// this process's Lockers on one pool and table share a hub and a queue by
-// which a release wakes it at once (see localQueue).
-func mySetup(ctx context.Context, d *sqlDriver) error {
-	w, release, err := waiters.get(ctx, listenerKey{d.db, d.cfg.table},
-		func() (localWaiters, error) {
-			return localWaiters{wait.NewHub(localChannel{}), newLocalQueue()}, nil
-		},
-		func(localWaiters) {})
-	if err != nil {
-		return err
-	}
-	d.poll, d.queued, d.hub, d.local, d.stop = true, true, w.hub, w.local, release
-	return nil
-}
-
-// waiters are what this process's MySQL Lockers on one pool and table
-// share: the wake-up hub and the order of their waiters.
-var waiters shared[listenerKey, localWaiters]
-
-type localWaiters struct {
-	hub   *wait.Hub
-	local *localQueue
 }
