@@ -161,7 +161,10 @@ func (f *faultRun) slow(ls []locker.Locker) error {
 		}
 		defer heal()
 	}
-	return f.progress(10, "with added latency")
+	start := time.Now()
+	err := f.progress(10, "with added latency")
+	f.e.logf("under contention: 10 grants with %v added each way took %v", f.e.h.ttl()/20, time.Since(start).Round(time.Millisecond))
+	return err
 }
 
 // ask waits for client i's next grant and returns its lease, which the

@@ -65,7 +65,10 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 	if d.token(r) != "" {
 		g.Retry = min(g.Retry, r.TTL/3) // look again in time to keep our place
 	}
-	if d.poll && d.local.polls(r.Key, r.ID) {
+	switch {
+	case d.gates.watching(r.Key):
+		c.backoff = pollMin // woken by a release elsewhere; should it poll again, from the start
+	case d.poll && d.local.polls(r.Key, r.ID):
 		if g.Retry <= 0 || g.Retry > c.backoff {
 			g.Retry = c.backoff
 		}
@@ -112,6 +115,9 @@ func (d *sqlDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan st
 		if d.local.leave(r.Key, r.ID) && !callOf(r).mayHold {
 			d.notify(r.Key)
 		}
+		if d.local.first(r.Key) == "" {
+			d.gates.left(r.Key)
+		}
 	}, nil
 }
 
@@ -137,6 +143,7 @@ func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	if !ok {
+		h.d.gates.freed(h.key)
 		return 0, locker.ErrNotHeld
 	}
 	return h.ttl, nil
@@ -153,6 +160,8 @@ func (h *hold) Release(ctx context.Context) error {
 	}
 	if freed {
 		h.d.notify(h.key)
+	} else if !ok {
+		h.d.gates.freed(h.key)
 	}
 	if !ok && !ambiguous { // after a lost reply, the lost try did it (the hold id is gone)
 		return locker.ErrNotHeld
@@ -174,6 +183,7 @@ func (h *hold) Expire(ctx context.Context) {
 // notify wakes this process's first waiter for key, where waiters poll
 // (Postgres LISTEN: in SQL).
 func (d *sqlDriver) notify(key string) {
+	d.gates.freed(key) // the next process's watcher, after the row is gone
 	if d.poll {
 		if id := d.local.first(key); id != "" {
 			d.hub.Notify(id)

@@ -85,6 +85,13 @@ func (q *localQueue) polls(key, id string) bool {
 	return q.index(key, id) <= 0
 }
 
+// has reports whether id waits for key here.
+func (q *localQueue) has(key, id string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.index(key, id) >= 0
+}
+
 // first is the ID of key's first waiter, or "".
 func (q *localQueue) first(key string) string {
 	q.mu.Lock()

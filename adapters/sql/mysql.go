@@ -43,7 +43,7 @@ func myDialect(table string) *dialect {
 		classify: myClassify,
 		setup: func(ctx context.Context, d *sqlDriver) error {
 			m.multi = multiStatements(ctx, d.db)
-			return mySetup(ctx, d)
+			return mySetup(ctx, d, m)
 		},
 		acquireOnce: m.acquire,
 		placeOnce:   m.placeOnce,
@@ -87,6 +87,7 @@ func newMyStatements(fill func(string) string) *myStatements {
 			"ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at)"),
 		gc:      fill("DELETE FROM {q} WHERE `key` = ? AND expires_at <= {now}"),
 		dequeue: fill("DELETE FROM {q} WHERE `key` = ? AND token = ?"),
+		first:   fill("SELECT COALESCE((SELECT token FROM {q} WHERE `key` = ? AND expires_at > {now} ORDER BY seq LIMIT 1), '')"),
 		// state: the row (or '', 0, '', 0), until when the first live
 		// waiter ahead keeps the key from the call (ms; 0: none), and the
 		// call's place.
@@ -144,9 +145,9 @@ const mySchema = "CREATE TABLE IF NOT EXISTS {t} (\n" +
 // myStatements are the MySQL statements, filled in for one table. The
 // hold id is spaced (" id ") as in ids, which lists a row's hold ids.
 type myStatements struct {
-	insert, insertQueued, draw, fence, batch, batchQueued, place, gc, dequeue, state, wait, waitGC string
-	reenter, lapse, drop, dec, has, refresh, live, expire, force                                   string
-	multi                                                                                          bool // the connections take batch
+	insert, insertQueued, draw, fence, batch, batchQueued, place, gc, dequeue, first, state, wait, waitGC string
+	reenter, lapse, drop, dec, has, refresh, live, expire, force                                          string
+	multi                                                                                                 bool // the connections take batch
 }
 
 // multiStatements reports whether db's connections run several statements
@@ -169,7 +170,11 @@ func multiStatements(ctx context.Context, db *dbsql.DB) bool {
 // queues. A change by another client between two statements starts over.
 func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error) {
 	id, ttl, token := " "+r.ID+" ", r.TTL.Milliseconds(), d.token(r)
-	grant := func(fence uint64, queued bool) (driver.Grant, error) {
+	grant := func(fence uint64, queued bool, err error) (driver.Grant, error) {
+		if err != nil {
+			return driver.Grant{}, err
+		}
+		d.gates.granted(r.Key)
 		if queued && token != "" {
 			if _, err := d.db.ExecContext(ctx, m.dequeue, r.Key, token); err != nil {
 				return driver.Grant{}, err // the hold is taken back (Abandon)
@@ -181,7 +186,7 @@ func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Requ
 		fence, fenced, err := m.claim(ctx, d, r, id, ttl, token)
 		switch {
 		case err == nil && fenced:
-			return grant(fence, !m.multi)
+			return grant(fence, !m.multi, nil)
 		case err != nil && !isDuplicate(err):
 			return driver.Grant{}, err
 		}
@@ -191,18 +196,22 @@ func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Requ
 		}
 		switch {
 		case s.ids == "" && s.ahead > 0: // free, but a waiter comes first
+			d.gates.pass(r.Key) // our watch, if it got the name, hands it on
+			if token != "" {
+				d.gates.watch(r.Key, r.TTL) // the next one, behind the others
+			}
 			return driver.Grant{Retry: time.Duration(s.ahead) * time.Millisecond}, nil
 		case s.ids == "": // released meanwhile
 		case s.left > 0 && s.fence == 0 && s.ids == id: // our claim, its fence lost with a connection
 			if fence, ok, err := m.fenceClaim(ctx, d, r, id); err != nil || ok {
-				if err != nil {
-					return driver.Grant{}, err
-				}
-				return grant(fence, true)
+				return grant(fence, true, err)
 			}
 		case s.left > 0 && s.fence == 0: // a claim being fenced: look again soon
 			return driver.Grant{}, nil
 		case s.left > 0 && s.owner != r.Owner:
+			if token != "" {
+				d.gates.watch(r.Key, r.TTL)
+			}
 			return driver.Grant{Retry: time.Duration(s.left) * time.Millisecond}, nil
 		case s.left > 0: // ours: re-entered, gaining the hold id unless a retry of this call has it
 			more, next := !strings.Contains(s.ids, id), s.ids
@@ -210,10 +219,7 @@ func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Requ
 				next += r.ID + " "
 			}
 			if ok, err := affected(d.db.ExecContext(ctx, m.reenter, more, next, ttl, r.Key, s.fence, s.ids)); err != nil || ok {
-				if err != nil {
-					return driver.Grant{}, err
-				}
-				return grant(s.fence, true)
+				return grant(s.fence, true, err)
 			}
 		default: // expired: delete it, then insert anew
 			if _, err := d.db.ExecContext(ctx, m.lapse, r.Key, s.fence); err != nil {

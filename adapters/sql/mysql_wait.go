@@ -79,28 +79,30 @@ func (m *myStatements) placeOnce(ctx context.Context, d *sqlDriver, r *driver.Re
 	return driver.Grant{Retry: r.TTL / 3}, nil // the first here takes the free key
 }
 
-// mySetup: no notification reaches another process's waiters, so the first
-// waiter of a key here polls (backoff bounded by the holder's expiry), and
-// this process's Lockers on one pool and table share a hub and a queue by
-// which a release wakes it at once (see localQueue).
-func mySetup(ctx context.Context, d *sqlDriver) error {
+// mySetup: this process's Lockers on one pool and table share a hub and
+// a queue by which a release here wakes the key's first waiter here at
+// once (see localQueue), and gates by which a release in another process
+// does (see gates).
+func mySetup(ctx context.Context, d *sqlDriver, m *myStatements) error {
 	w, release, err := waiters.get(ctx, listenerKey{d.db, d.cfg.table},
 		func() (localWaiters, error) {
-			return localWaiters{wait.NewHub(localChannel{}), newLocalQueue()}, nil
+			hub, local := wait.NewHub(localChannel{}), newLocalQueue()
+			return localWaiters{hub, local, newGates(d.db, d.cfg.table, m.first, m.multi, hub, local)}, nil
 		},
-		func(localWaiters) {})
+		func(w localWaiters) { w.gates.close() })
 	if err != nil {
 		return err
 	}
-	d.poll, d.queued, d.hub, d.local, d.stop = true, true, w.hub, w.local, release
+	d.poll, d.queued, d.hub, d.local, d.gates, d.stop = true, true, w.hub, w.local, w.gates, release
 	return nil
 }
 
 // waiters are what this process's MySQL Lockers on one pool and table
-// share: the wake-up hub and the order of their waiters.
+// share: the wake-up hub, the order of their waiters, and the gates.
 var waiters shared[listenerKey, localWaiters]
 
 type localWaiters struct {
 	hub   *wait.Hub
 	local *localQueue
+	gates *gates
 }

@@ -57,6 +57,7 @@ type sqlDriver struct {
 	queued bool
 	gate   chan struct{} // if set, held around every statement (see fileState)
 	local  *localQueue   // where waiters poll: this process's waiters in order
+	gates  *gates        // MySQL: wakes waiters here on releases elsewhere
 	stop   func()        // ends the dialect's background work (LISTEN, file refs)
 }
 

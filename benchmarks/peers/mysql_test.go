@@ -13,8 +13,12 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	gormmysql "gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 
 	"github.com/locker-go/locker"
+	lsql "github.com/locker-go/locker/adapters/sql"
 	"github.com/locker-go/locker/internal/testenv"
 )
 
@@ -33,9 +37,29 @@ func BenchmarkMySQL(b *testing.B) {
 		return err
 	},
 		ours(u.String()),
+		subject{"ours-apart", func(tb testing.TB) locker.Locker { return oursApart(tb, u) }},
 		subject{"mysql-lock-row", func(tb testing.TB) locker.Locker { return myLockRowClient(tb, u) }},
 		subject{"mysql-get-lock", func(tb testing.TB) locker.Locker { return getLockClient(tb, u) }},
 	)
+}
+
+// oursApart is our adapter on a pool of its own, as in a process of its
+// own: its waiters are woken by other clients' releases through named
+// locks, where ours' clients share one process's pool and queue.
+func oursApart(tb testing.TB, u *url.URL) locker.Locker {
+	pass, _ := u.User.Password()
+	dsn := fmt.Sprintf("%s:%s@tcp(%s)%s?interpolateParams=true&multiStatements=true", u.User.Username(), pass, u.Host, u.Path)
+	db, err := gorm.Open(gormmysql.Open(dsn), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	l, err := lsql.New(db)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sqlDB, _ := db.DB()
+	cleanup(tb, sqlDB.Close) // after the suite closes l
+	return l
 }
 
 // myConn opens a one-connection pool for u, closed when tb ends.

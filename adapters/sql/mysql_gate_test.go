@@ -1,0 +1,120 @@
+package sql
+
+import (
+	"context"
+	"crypto/rand"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
+	"github.com/locker-go/locker/internal/testenv"
+)
+
+// A waiter in one process is woken by a release in another, with no poll
+// between: three Lockers with pools of their own stand for three
+// processes. a holds without having waited, so b, its waiter, finds the
+// key's named lock free, keeps it and polls (as before gates); once b has
+// the key, c watches the name b keeps, and makes no attempt until b's
+// release hands it over.
+func TestMySQLWakesWaitersOfOtherProcesses(t *testing.T) {
+	raw := testenv.URL(t, "LOCKER_TEST_MYSQL").String()
+	ctx := t.Context()
+	var ls [3]locker.Locker
+	for i := range ls {
+		l, err := Open(ctx, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		ls[i] = l
+	}
+	a, b, c := ls[0], ls[1], ls[2]
+	var attempts atomic.Int64 // c's acquire statements
+	dc := driverOf(c)
+	acquire := dc.acquireOnce
+	dc.acquireOnce = func(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error) {
+		attempts.Add(1)
+		return acquire(ctx, d, r)
+	}
+	key := "gate-" + rand.Text()
+
+	held, err := a.Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotB := lockAsync(ctx, t, b, key)
+	waitFor(t, "b watches the key", func() bool { return driverOf(b).gates.holds(key) })
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held = <-gotB
+	if held == nil {
+		t.FailNow()
+	}
+
+	gotC := lockAsync(ctx, t, c, key)
+	waitFor(t, "c watches the name b keeps", func() bool { return dc.gates.watching(key) })
+	before := attempts.Load()
+	hold := 500 * time.Millisecond // a poll every 50 ms at most would make 10 attempts
+	time.Sleep(hold)
+	during := attempts.Load() - before
+	released := time.Now()
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	leaseC := <-gotC
+	if leaseC == nil {
+		t.FailNow()
+	}
+	t.Logf("c: %d attempts while b held the key %v; got it %v after b's release", during, hold, time.Since(released))
+	if during > 1 {
+		t.Errorf("c made %d attempts while b held the key for %v: it polled", during, hold)
+	}
+	if err := leaseC.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the gates end with their waiters", func() bool {
+		return driverOf(b).gates.count() == 0 && dc.gates.count() == 0
+	})
+}
+
+// lockAsync locks key on l in the background; its lease arrives on the
+// channel (nil if Lock failed, as t is told).
+func lockAsync(ctx context.Context, t *testing.T, l locker.Locker, key string) <-chan locker.Lease {
+	got := make(chan locker.Lease, 1)
+	go func() {
+		lease, err := l.Lock(ctx, key, locker.WithTTL(10*time.Second))
+		if err != nil {
+			t.Errorf("Lock %q: %v", key, err)
+		}
+		got <- lease
+	}()
+	return got
+}
+
+// holds reports whether key's gate holds the name.
+func (gs *gates) holds(key string) bool {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.keys[key]
+	return g != nil && g.holding
+}
+
+// count is the number of gates.
+func (gs *gates) count() int {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	return len(gs.keys)
+}
+
+// waitFor polls cond until it holds, for at most 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+	}
+}
