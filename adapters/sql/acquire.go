@@ -66,8 +66,8 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 		g.Retry = min(g.Retry, r.TTL/3) // look again in time to keep our place
 	}
 	switch {
-	case d.gates.watching(r.Key):
-		c.backoff = pollMin // woken by a release elsewhere; should it poll again, from the start
+	case d.gates.quiet(r.Key):
+		c.backoff = pollMin // a release will wake it; should it poll again, from the start
 	case d.poll && d.local.polls(r.Key, r.ID):
 		if g.Retry <= 0 || g.Retry > c.backoff {
 			g.Retry = c.backoff
@@ -143,7 +143,7 @@ func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	if !ok {
-		h.d.gates.freed(h.key)
+		h.d.notify(h.key) // the row is not ours: no release of ours will wake the waiters
 		return 0, locker.ErrNotHeld
 	}
 	return h.ttl, nil
@@ -161,7 +161,7 @@ func (h *hold) Release(ctx context.Context) error {
 	if freed {
 		h.d.notify(h.key)
 	} else if !ok {
-		h.d.gates.freed(h.key)
+		h.d.notify(h.key)
 	}
 	if !ok && !ambiguous { // after a lost reply, the lost try did it (the hold id is gone)
 		return locker.ErrNotHeld

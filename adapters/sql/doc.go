@@ -104,15 +104,32 @@
 // MySQL waiters queue in the database as Postgres waiters do, first come
 // first served across processes: a place in the queue table, expiring a
 // TTL ahead and kept while the waiter waits, and a free key goes only to
-// the first live waiter. MySQL has no LISTEN/NOTIFY, so no release reaches
-// another process: within a process (the Lockers on one pool and table)
-// waiters line up in the queue's order, the first polls on SQLite's
-// backoff (one failed INSERT and one read, taking no lock beyond them),
-// the others only keep their places, a TTL/3 apart, and a release here
-// wakes the first at once. A hand-off through GET_LOCK, a named lock the
-// holder keeps and a waiter blocks on, would wake other processes' waiters
-// without polling, at the price of a connection per held and per
-// waited-for key; it is not built yet.
+// the first live waiter. MySQL has no LISTEN/NOTIFY; a release reaches
+// the waiters of its own process through the process (the Lockers on one
+// pool and table: waiters line up in the queue's order, the first is woken
+// at once, the others only keep their places, a TTL/3 apart; none polls
+// while the key is held here), and those
+// of other processes through a named lock per key (GET_LOCK), which MySQL
+// hands to the longest waiter when its holder lets it go. A process's
+// first waiter for a key held elsewhere watches the name: a pooled
+// connection blocks in GET_LOCK (at most half the pool's connections at a
+// time; a waiter past that polls). The process that then gets the key
+// keeps the name while it holds the key and lets it go once its release
+// has deleted the row; the server grants the name to the process that has
+// watched longest, which reads the queue's first waiter in the same round
+// trip and wakes it if it is its own, or hands the name on at once. The
+// name only wakes: the row and the queue decide. A holder that got the
+// key without waiting holds no name, so the first watcher gets it at once
+// and polls on SQLite's backoff (one failed INSERT and one read) until the
+// key is its own, keeping the name for the next hand-off; a paused
+// holder's name outlasts its row, and its watchers look again on their
+// waiters' schedule, a TTL/3 apart. Chosen over a polled row, which
+// answers a release only at its next poll (10-50 ms, and a round trip per
+// waiter per poll), and over GET_LOCK as the lock itself, which lives only
+// as long as one connection and has no fence, no TTL and no re-entry. A
+// named lock costs a connection for each key this process waits for or
+// holds after waiting; the hand-off costs a round trip more than
+// LISTEN/NOTIFY's (the name is let go after the row's DELETE).
 //
 // # Errors
 //

@@ -40,6 +40,7 @@ type gates struct {
 
 	mu   sync.Mutex
 	keys map[string]*gate
+	held map[string]bool // keys this process holds: their releases here wake the waiters here
 }
 
 // gate is one key's watch.
@@ -59,7 +60,7 @@ func newGates(db *dbsql.DB, table, first string, multi bool, hub *wait.Hub, loca
 		n = urlPoolSize
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &gates{db: db, table: table, max: n, hub: hub, local: local, first: first, multi: multi, ctx: ctx, stop: stop, keys: map[string]*gate{}}
+	return &gates{db: db, table: table, max: n, hub: hub, local: local, first: first, multi: multi, ctx: ctx, stop: stop, keys: map[string]*gate{}, held: map[string]bool{}}
 }
 
 // wake wakes key's first waiter here, reporting whether there is one.
@@ -84,7 +85,7 @@ func (gs *gates) watch(key string, ttl time.Duration) {
 	}
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	if gs.keys[key] != nil || len(gs.keys) >= gs.max || gs.ctx.Err() != nil {
+	if gs.keys[key] != nil || gs.held[key] || len(gs.keys) >= gs.max || gs.ctx.Err() != nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(gs.ctx)
@@ -271,6 +272,7 @@ func (gs *gates) granted(key string) {
 	}
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
+	gs.held[key] = true
 	if g := gs.keys[key]; g != nil {
 		g.adopted = true
 	}
@@ -285,6 +287,7 @@ func (gs *gates) freed(key string) {
 	}
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
+	delete(gs.held, key)
 	if g := gs.keys[key]; g != nil {
 		g.adopted = false
 		if g.holding {
@@ -329,16 +332,17 @@ func sendOnce(c chan bool, v bool) {
 	}
 }
 
-// watching reports whether a gate of key waits for the name: the key's
-// first waiter here then needs no poll.
-func (gs *gates) watching(key string) bool {
+// quiet reports whether a release will wake key's first waiter here: this
+// process holds the key, or a gate of key waits for the name. It then
+// needs no poll.
+func (gs *gates) quiet(key string) bool {
 	if gs == nil {
 		return false
 	}
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g := gs.keys[key]
-	return g != nil && g.waiting
+	return gs.held[key] || g != nil && g.waiting
 }
 
 // close ends every gate; their connections close, and with them the names.

@@ -102,6 +102,14 @@ func (gs *gates) holds(key string) bool {
 	return g != nil && g.holding
 }
 
+// watching reports whether a gate of key waits for the name.
+func (gs *gates) watching(key string) bool {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.keys[key]
+	return g != nil && g.waiting
+}
+
 // count is the number of gates.
 func (gs *gates) count() int {
 	gs.mu.Lock()
@@ -116,5 +124,42 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(end) {
 			t.Fatalf("%s: not within 10s", what)
 		}
+	}
+}
+
+// A waiter for a key its own process holds does not poll: the release
+// here wakes it.
+func TestMySQLWaiterOfItsOwnProcessWaitsQuietly(t *testing.T) {
+	ctx := t.Context()
+	l, err := Open(ctx, testenv.URL(t, "LOCKER_TEST_MYSQL").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	d := driverOf(l)
+	var attempts atomic.Int64
+	acquire := d.acquireOnce
+	d.acquireOnce = func(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error) {
+		attempts.Add(1)
+		return acquire(ctx, d, r)
+	}
+	key := "quiet-" + rand.Text()
+	held, err := l.Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := lockAsync(ctx, t, l, key)
+	waitFor(t, "the waiter queues", func() bool { return d.local.first(key) != "" && attempts.Load() >= 3 })
+	before := attempts.Load()
+	time.Sleep(300 * time.Millisecond) // a poll every 50 ms at most would make 6 attempts
+	during := attempts.Load() - before
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if lease := <-got; lease != nil {
+		_ = lease.Unlock(ctx)
+	}
+	if during > 0 || d.gates.count() != 0 {
+		t.Errorf("the waiter made %d attempts while its own process held the key, with %d gates", during, d.gates.count())
 	}
 }
