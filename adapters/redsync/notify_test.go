@@ -25,12 +25,19 @@ func TestLeavingKeepsTheSubscription(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer leave()
-	n, err := clients[0].Publish(ctx, l.channel(key), "probe").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n == 0 {
-		t.Fatal("master 0 has no subscriber to the key's channel after a waiter left and another came")
+	// Subscribe returns once a quorum of the masters' subscriptions is
+	// live: master 0's may come a moment later, but it must come.
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		n, err := clients[0].Publish(ctx, l.channel(key), "probe").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("master 0 has no subscriber to the key's channel 5s after a waiter left and another came")
+		}
 	}
 	select {
 	case <-wake:
