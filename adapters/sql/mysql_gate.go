@@ -55,8 +55,8 @@ type gate struct {
 }
 
 func newGates(db *dbsql.DB, table, first string, multi bool, hub *wait.Hub, local *localQueue) *gates {
-	n := db.Stats().MaxOpenConnections / 2
-	if n <= 0 {
+	n := db.Stats().MaxOpenConnections / 2  // a pool of 1 has no gate: its waiters poll
+	if db.Stats().MaxOpenConnections == 0 { // no bound
 		n = urlPoolSize
 	}
 	ctx, stop := context.WithCancel(context.Background())

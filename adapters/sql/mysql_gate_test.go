@@ -3,9 +3,14 @@ package sql
 import (
 	"context"
 	"crypto/rand"
+	dbsql "database/sql"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	gormmysql "gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/driver"
@@ -162,4 +167,63 @@ func TestMySQLWaiterOfItsOwnProcessWaitsQuietly(t *testing.T) {
 	if during > 0 || d.gates.count() != 0 {
 		t.Errorf("the waiter made %d attempts while its own process held the key, with %d gates", during, d.gates.count())
 	}
+}
+
+// A pool of one connection has no room for a gate: its waiter polls, and
+// still gets the key another process releases.
+func TestMySQLPoolOfOneHasNoGate(t *testing.T) {
+	ctx := t.Context()
+	u := testenv.URL(t, "LOCKER_TEST_MYSQL")
+	dsn, _, err := mysqlDSN(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		ls [2]locker.Locker
+		db *dbsql.DB
+	)
+	for i := range ls {
+		gdb, err := gorm.Open(gormmysql.Open(dsn), &gorm.Config{Logger: logger.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sqlDB, _ := gdb.DB()
+		sqlDB.SetMaxOpenConns(1)
+		t.Cleanup(func() { _ = sqlDB.Close() })
+		db = sqlDB
+		if ls[i], err = New(gdb); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ls[i].Close() })
+	}
+	key := "pool1-" + rand.Text()
+	held, err := ls[0].Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	got := lockAsync(wctx, t, ls[1], key)
+	waitFor(t, "the waiter queues", func() bool {
+		var n int
+		err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM locker_locks_queue WHERE `key` = ?", key).Scan(&n)
+		return err == nil && n == 1
+	})
+	w, release, err := waiters.get(ctx, listenerKey{db, "locker_locks"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gates, n := w.gates.max, w.gates.count()
+	release()
+	if gates != 0 || n != 0 {
+		t.Errorf("a pool of one connection may have %d gates, has %d", gates, n)
+	}
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lease := <-got
+	if lease == nil {
+		t.FailNow()
+	}
+	_ = lease.Unlock(ctx)
 }
