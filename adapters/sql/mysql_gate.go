@@ -29,7 +29,7 @@ import (
 // half the pool; a waiter past that polls.
 type gates struct {
 	db    *dbsql.DB
-	table string
+	table string // database and table, which name the named locks
 	max   int
 	hub   *wait.Hub
 	local *localQueue
@@ -72,7 +72,8 @@ func (gs *gates) wake(key string) bool {
 	return id != ""
 }
 
-// name is key's named lock: at most 64 characters, whatever the key.
+// name is key's named lock, by database, table and key: at most 64
+// characters, whatever the key.
 func (gs *gates) name(key string) string {
 	h := sha256.Sum256([]byte(gs.table + "\x00" + key))
 	return "locker:" + hex.EncodeToString(h[:20])

@@ -86,8 +86,15 @@ func (m *myStatements) placeOnce(ctx context.Context, d *sqlDriver, r *driver.Re
 func mySetup(ctx context.Context, d *sqlDriver, m *myStatements) error {
 	w, release, err := waiters.get(ctx, listenerKey{d.db, d.cfg.table},
 		func() (localWaiters, error) {
+			// Named locks are the server's, not the database's.
+			var database string
+			if err := d.retry(ctx, func(ctx context.Context) error {
+				return d.db.QueryRowContext(ctx, "SELECT COALESCE(DATABASE(), '')").Scan(&database)
+			}, nil); err != nil {
+				return localWaiters{}, err
+			}
 			hub, local := wait.NewHub(localChannel{}), newLocalQueue()
-			return localWaiters{hub, local, newGates(d.db, d.cfg.table, m.first, m.multi, hub, local)}, nil
+			return localWaiters{hub, local, newGates(d.db, database+"\x00"+d.cfg.table, m.first, m.multi, hub, local)}, nil
 		},
 		func(w localWaiters) { w.gates.close() })
 	if err != nil {
