@@ -36,13 +36,8 @@ func TestMySQLWakesWaitersOfOtherProcesses(t *testing.T) {
 		ls[i] = l
 	}
 	a, b, c := ls[0], ls[1], ls[2]
-	var attempts atomic.Int64 // c's acquire statements
 	dc := driverOf(c)
-	acquire := dc.acquireOnce
-	dc.acquireOnce = func(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error) {
-		attempts.Add(1)
-		return acquire(ctx, d, r)
-	}
+	attempts := countAttempts(dc)
 	key := "gate-" + rand.Text()
 
 	held, err := a.Lock(ctx, key)
@@ -99,6 +94,17 @@ func lockAsync(ctx context.Context, t *testing.T, l locker.Locker, key string) <
 	return got
 }
 
+// countAttempts counts d's acquire attempts from now on.
+func countAttempts(d *sqlDriver) *atomic.Int64 {
+	n := new(atomic.Int64)
+	acquire := d.acquireOnce
+	d.acquireOnce = func(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error) {
+		n.Add(1)
+		return acquire(ctx, d, r)
+	}
+	return n
+}
+
 // holds reports whether key's gate holds the name.
 func (gs *gates) holds(key string) bool {
 	gs.mu.Lock()
@@ -142,12 +148,7 @@ func TestMySQLWaiterOfItsOwnProcessWaitsQuietly(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	d := driverOf(l)
-	var attempts atomic.Int64
-	acquire := d.acquireOnce
-	d.acquireOnce = func(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error) {
-		attempts.Add(1)
-		return acquire(ctx, d, r)
-	}
+	attempts := countAttempts(d)
 	key := "quiet-" + rand.Text()
 	held, err := l.Lock(ctx, key)
 	if err != nil {
