@@ -120,7 +120,7 @@ func (gs *gates) run(ctx context.Context, key string, g *gate) {
 			gs.end(key, g, true) // the waiter tries, and watches again or polls
 			return
 		}
-		if !gs.hold(ctx, conn, key, g, first) {
+		if !gs.hold(ctx, conn, key, g, first, timeout) {
 			return
 		}
 		var again bool
@@ -149,7 +149,7 @@ func (gs *gates) run(ctx context.Context, key string, g *gate) {
 // this one watching again behind it. With no other process watching, the
 // first waiter here polls, and the name stays (the next hand-off is then
 // woken). It reports whether the name is held, to be let go on next.
-func (gs *gates) hold(ctx context.Context, conn *dbsql.Conn, key string, g *gate, first string) bool {
+func (gs *gates) hold(ctx context.Context, conn *dbsql.Conn, key string, g *gate, first string, timeout float64) bool {
 	for {
 		switch gs.use(key, g, first) {
 		case keepName:
@@ -174,7 +174,7 @@ func (gs *gates) hold(ctx context.Context, conn *dbsql.Conn, key string, g *gate
 			gs.mu.Lock()
 			g.holding, g.waiting = false, true
 			gs.mu.Unlock()
-			got, first, err = gs.getLock(ctx, conn, key, g.name, math.Ceil(g.ttl.Seconds()))
+			got, first, err = gs.getLock(ctx, conn, key, g.name, timeout)
 		}
 		if err != nil || !got {
 			gs.end(key, g, true)

@@ -29,42 +29,13 @@ func TestPostgresBackendTerminated(t *testing.T) {
 	defer holder.Close()
 	defer other.Close()
 	admin := openDB(t, "pgx", u.String())
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	key := "terminate-" + rand.Text()
-	const ttl = time.Second
-	lease, err := holder.Lock(ctx, key, locker.WithTTL(ttl))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 3 { // over three TTLs, cut every connection of the holder's each time
+	outliveCuts(t, holder, other, func(ctx context.Context) int {
 		var cut int
 		if err := admin.QueryRowContext(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&cut); err != nil {
 			t.Fatal(err)
 		}
-		if cut == 0 {
-			t.Fatal("no connection of the holder's to terminate")
-		}
-		if l, err := other.TryLock(ctx, key); !errors.Is(err, locker.ErrLocked) {
-			t.Fatalf("TryLock while the holder's connections were cut = %v, %v; want ErrLocked", l, err)
-		}
-		select {
-		case <-lease.Done():
-			t.Fatalf("the lease ended when its connections were cut: %v", lease.Err())
-		case <-time.After(ttl): // a TTL must pass for the renewals to matter: time is the condition
-		}
-	}
-	if err := lease.Unlock(ctx); err != nil {
-		t.Fatalf("Unlock after the connections were cut: %v", err)
-	}
-	next, err := other.TryLock(ctx, key)
-	if err != nil {
-		t.Fatalf("the key was not free after Unlock: %v", err)
-	}
-	if next.Fence() <= lease.Fence() {
-		t.Errorf("fence %d is not above %d", next.Fence(), lease.Fence())
-	}
-	_ = next.Unlock(ctx)
+		return cut
+	})
 }
 
 // MariaDB kills the holder's connections (KILL CONNECTION, as an operator
@@ -81,29 +52,37 @@ func TestMySQLConnectionsKilled(t *testing.T) {
 	u, _ := url.Parse(srv.URL())
 	admin := openDB(t, "mysql", "root@tcp("+u.Host+")"+u.Path)
 	admin.SetMaxOpenConns(1)
+	outliveCuts(t, holder, other, func(ctx context.Context) int { return killClients(ctx, t, admin) })
+}
+
+// outliveCuts has holder lock a key for a TTL of 1s, and over three TTLs
+// cuts its connections (cut says how many): the lease must live on, other
+// must not get the key meanwhile, and after Unlock it must, fence higher.
+func outliveCuts(t *testing.T, holder, other locker.Locker, cut func(context.Context) int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	key := "kill-" + rand.Text()
+	key := "cut-" + rand.Text()
 	const ttl = time.Second
 	lease, err := holder.Lock(ctx, key, locker.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 3 { // over three TTLs, kill every client connection each time
-		if n := killClients(ctx, t, admin); n == 0 {
-			t.Fatal("no client connection to kill")
+	for range 3 {
+		if cut(ctx) == 0 {
+			t.Fatal("no connection of the holder's to cut")
 		}
 		if l, err := other.TryLock(ctx, key); !errors.Is(err, locker.ErrLocked) {
-			t.Fatalf("TryLock while the connections were killed = %v, %v; want ErrLocked", l, err)
+			t.Fatalf("TryLock while the holder's connections were cut = %v, %v; want ErrLocked", l, err)
 		}
 		select {
 		case <-lease.Done():
-			t.Fatalf("the lease ended when its connections were killed: %v", lease.Err())
+			t.Fatalf("the lease ended when its connections were cut: %v", lease.Err())
 		case <-time.After(ttl): // a TTL must pass for the renewals to matter: time is the condition
 		}
 	}
 	if err := lease.Unlock(ctx); err != nil {
-		t.Fatalf("Unlock after the connections were killed: %v", err)
+		t.Fatalf("Unlock after the connections were cut: %v", err)
 	}
 	next, err := other.TryLock(ctx, key)
 	if err != nil {
