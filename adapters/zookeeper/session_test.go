@@ -110,6 +110,12 @@ func TestSilentPartition(t *testing.T) {
 // back: the session survived, so the node would otherwise reach the head
 // of the queue and hold the key with no lease behind it.
 func TestCancelledLockDuringOutage(t *testing.T) {
+	if testenv.Race {
+		// The client reconnects after the outage: go-zookeeper's reconnect
+		// race (see TestEnsembleKilledAndRestartedUnderContention) failed a
+		// full run here under the detector.
+		t.Skip("runs without -race (go-zookeeper's reconnect race, upstream): scripts/test runs it in its non-race step")
+	}
 	u := testenv.URL(t, "LOCKER_TEST_ZK")
 	const s = 10 * time.Second
 	raw := rawConn(t, u)
