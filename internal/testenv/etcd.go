@@ -2,9 +2,12 @@ package testenv
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -125,13 +128,32 @@ func (c *EtcdCluster) wait(i int) {
 	}
 }
 
-// freeAddr returns a loopback host:port that was free a moment ago.
+// freeAddr returns a loopback host:port that was free a moment ago, below
+// the ephemeral range (and above the ports of scripts/backends): a server
+// killed and started again on it must not find it taken meanwhile by some
+// client's outgoing connection, as an etcd member's once was.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	const lo = 20000
+	hi := ephemeralLow()
+	for range 1000 {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", lo+rand.IntN(hi-lo)))
+		if err == nil {
+			defer ln.Close()
+			return ln.Addr().String()
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatalf("no free loopback port in %d-%d", lo, hi-1)
+	return ""
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if f := strings.Fields(string(b)); err == nil && len(f) == 2 {
+		if n, err := strconv.Atoi(f[0]); err == nil && n > 20100 {
+			return n
+		}
+	}
+	return 32768
 }
