@@ -185,9 +185,7 @@ func (h *hold) Expire(ctx context.Context) {
 func (d *sqlDriver) notify(key string) {
 	d.gates.freed(key) // the next process's watcher, after the row is gone
 	if d.poll {
-		if id := d.local.first(key); id != "" {
-			d.hub.Notify(id)
-		}
+		d.local.wake(d.hub, key)
 	}
 }
 

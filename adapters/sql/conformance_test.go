@@ -27,23 +27,8 @@ import (
 func postgresHarness(t testing.TB, proxy bool) conformance.Harness {
 	u := testenv.URL(t, "LOCKER_TEST_POSTGRES")
 	db := openDB(t, "pgx", u.String())
-	crasher, newLocker := proxied(t, u, proxy)
-	return conformance.Harness{
-		NewLocker: newLocker,
-		Crash:     crasher.Crash,
-		Hang:      crasher.Blackhole,
-		Slow:      crasher.Delay,
-		// Rows of holders and of queued waiters.
-		Count: func(ctx context.Context, prefix string) (int, error) {
-			return count(ctx, db, `SELECT (SELECT count(*) FROM locker_locks WHERE left("key", char_length($1)) = $1)
-				+ (SELECT count(*) FROM locker_locks_queue WHERE left("key", char_length($1)) = $1)`, prefix)
-		},
-		FIFO: true,
-		RoundTrip: func(ctx context.Context) error {
-			_, err := db.ExecContext(ctx, "SELECT 1")
-			return err
-		},
-	}
+	return queuedHarness(t, u, proxy, db, `SELECT (SELECT count(*) FROM locker_locks WHERE left("key", char_length($1)) = $1)
+		+ (SELECT count(*) FROM locker_locks_queue WHERE left("key", char_length($1)) = $1)`)
 }
 
 // mysqlHarness drives the MariaDB of scripts/backends, as postgresHarness
@@ -52,16 +37,23 @@ func mysqlHarness(t testing.TB, proxy bool) conformance.Harness {
 	u := testenv.URL(t, "LOCKER_TEST_MYSQL")
 	pass, _ := u.User.Password()
 	db := openDB(t, "mysql", fmt.Sprintf("%s:%s@tcp(%s)%s", u.User.Username(), pass, u.Host, u.Path))
+	return queuedHarness(t, u, proxy, db, "SELECT (SELECT count(*) FROM locker_locks l WHERE LEFT(l.`key`, LENGTH(a.p)) = a.p)"+
+		" + (SELECT count(*) FROM locker_locks_queue w WHERE LEFT(w.`key`, LENGTH(a.p)) = a.p) FROM (SELECT ? AS p) a")
+}
+
+// queuedHarness is the Harness of a database server whose waiters queue
+// in a table: Lockers on u through fault proxies (see proxied), FIFO, and
+// Count by countQ (one parameter, the prefix), which counts the rows of
+// holders and of queued waiters, read through db.
+func queuedHarness(t testing.TB, u *url.URL, proxy bool, db *dbsql.DB, countQ string) conformance.Harness {
 	crasher, newLocker := proxied(t, u, proxy)
 	return conformance.Harness{
 		NewLocker: newLocker,
 		Crash:     crasher.Crash,
 		Hang:      crasher.Blackhole,
 		Slow:      crasher.Delay,
-		// Rows of holders and of queued waiters.
 		Count: func(ctx context.Context, prefix string) (int, error) {
-			return count(ctx, db, "SELECT (SELECT count(*) FROM locker_locks l WHERE LEFT(l.`key`, LENGTH(a.p)) = a.p)"+
-				" + (SELECT count(*) FROM locker_locks_queue w WHERE LEFT(w.`key`, LENGTH(a.p)) = a.p) FROM (SELECT ? AS p) a", prefix)
+			return count(ctx, db, countQ, prefix)
 		},
 		FIFO: true,
 		RoundTrip: func(ctx context.Context) error {

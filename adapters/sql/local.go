@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"sync"
+
+	"github.com/locker-go/locker/internal/wait"
 )
 
 // localQueue orders this process's waiters on each key where waiters poll
@@ -83,6 +85,16 @@ func (q *localQueue) polls(key, id string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.index(key, id) <= 0
+}
+
+// wake wakes key's first waiter through hub, reporting whether there is
+// one.
+func (q *localQueue) wake(hub *wait.Hub, key string) bool {
+	id := q.first(key)
+	if id != "" {
+		hub.Notify(id)
+	}
+	return id != ""
 }
 
 // has reports whether id waits for key here.

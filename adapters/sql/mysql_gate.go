@@ -64,13 +64,7 @@ func newGates(db *dbsql.DB, table, first string, multi bool, hub *wait.Hub, loca
 }
 
 // wake wakes key's first waiter here, reporting whether there is one.
-func (gs *gates) wake(key string) bool {
-	id := gs.local.first(key)
-	if id != "" {
-		gs.hub.Notify(id)
-	}
-	return id != ""
-}
+func (gs *gates) wake(key string) bool { return gs.local.wake(gs.hub, key) }
 
 // name is key's named lock, by database, table and key: at most 64
 // characters, whatever the key.
