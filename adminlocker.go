@@ -1,6 +1,7 @@
 package locker
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strings"
@@ -16,21 +17,21 @@ type adminLocker struct {
 	admin driver.Admin
 }
 
-func (a *adminLocker) Status(ctx context.Context, key string) (LockInfo, error) {
+func (a *adminLocker) Status(ctx context.Context, key string, opts ...Option) (LockInfo, error) {
 	ctx, end, err := a.set.enter(ctx)
 	if err != nil {
 		return LockInfo{}, err
 	}
 	defer end()
-	if err := ValidateKey(key); err != nil {
+	space, err := a.space(key, opts)
+	if err != nil {
 		return LockInfo{}, err
 	}
-	info, err := a.admin.Status(ctx, key)
+	info, err := a.admin.Status(ctx, space, key)
 	if err != nil {
 		return info, ctxErr(ctx, key, err)
 	}
-	info.Holds = a.shares.holds(info)
-	return info, nil
+	return a.complete(info), nil
 }
 
 func (a *adminLocker) List(ctx context.Context, prefix string) ([]LockInfo, error) {
@@ -43,22 +44,60 @@ func (a *adminLocker) List(ctx context.Context, prefix string) ([]LockInfo, erro
 	if err != nil {
 		return nil, ctxErr(ctx, prefix, err)
 	}
-	for i := range list {
-		list[i].Holds = a.shares.holds(list[i])
-	}
 	list = slices.DeleteFunc(list, func(i LockInfo) bool { return !strings.HasPrefix(i.Key, prefix) })
-	slices.SortFunc(list, func(a, b LockInfo) int { return strings.Compare(a.Key, b.Key) })
+	for i := range list {
+		list[i] = a.complete(list[i])
+	}
+	slices.SortFunc(list, func(a, b LockInfo) int {
+		if c := strings.Compare(a.Key, b.Key); c != 0 {
+			return c
+		}
+		return int(a.Space) - int(b.Space)
+	})
 	return list, nil
 }
 
-func (a *adminLocker) ForceUnlock(ctx context.Context, key string) error {
+func (a *adminLocker) ForceUnlock(ctx context.Context, key string, opts ...Option) error {
 	ctx, end, err := a.set.enter(ctx)
 	if err != nil {
 		return err
 	}
 	defer end()
-	if err := ValidateKey(key); err != nil {
+	space, err := a.space(key, opts)
+	if err != nil {
 		return err
 	}
-	return ctxErr(ctx, key, a.admin.ForceUnlock(ctx, key))
+	return ctxErr(ctx, key, a.admin.ForceUnlock(ctx, space, key))
+}
+
+// space validates key and says which space opts name: Subtree() a subtree
+// lock's path, else a plain key. A driver without modes keeps one space.
+func (a *adminLocker) space(key string, opts []Option) (driver.Space, error) {
+	var o Options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := validate(key, o.Subtree); err != nil {
+		return driver.Plain, err
+	}
+	if o.Subtree && a.modes {
+		return driver.Subtree, nil
+	}
+	return driver.Plain, nil
+}
+
+// complete fills in Holders for an exclusive lock, and the hold counts
+// this Locker keeps for its driver (driver.Reenterer).
+func (a *adminLocker) complete(info LockInfo) LockInfo {
+	if len(info.Holders) == 0 {
+		info.Holders = []driver.Holder{{Owner: info.Owner, Fence: info.Fence, Holds: info.Holds, Expires: info.Expires}}
+	}
+	info.Holders = slices.Clone(info.Holders)
+	for i, h := range info.Holders {
+		info.Holders[i].Holds = a.reentries.holds(LockInfo{Key: info.Key, Space: info.Space, Owner: h.Owner, Fence: h.Fence, Holds: h.Holds})
+	}
+	slices.SortFunc(info.Holders, func(a, b driver.Holder) int { return cmp.Compare(a.Fence, b.Fence) })
+	first := info.Holders[0]
+	info.Owner, info.Fence, info.Holds, info.Expires = first.Owner, first.Fence, first.Holds, first.Expires
+	return info
 }

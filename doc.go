@@ -32,6 +32,13 @@
 // opaque strings. Redis, PostgreSQL, ZooKeeper and etcd also serve waiters
 // first come, first served.
 //
+// Beyond one exclusive key, every backend offers shared (read) leases
+// (Shared), subtree locks that cover a '/'-separated path and everything
+// below it (Subtree), and several keys taken all or none (LockAll), with
+// the same leases, fences and guarantees. They are built here, once, from
+// the driver's lock modes (driver.ModeKeeper: multiple-granularity locking
+// with intention modes) and batches (driver.Batcher).
+//
 // A lease is kept alive by default (renewed every TTL/3). Work that must
 // not outlive the lease should watch Lease.Done, or run inside Do, whose
 // context ends when the lease is lost. Pass Lease.Fence to the resource you

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -57,6 +58,12 @@ var (
 	ErrUnavailable = errors.New("locker: backend unavailable")
 	// ErrInvalidOwner reports an owner id that breaks the key rules.
 	ErrInvalidOwner = errors.New("locker: invalid owner")
+	// ErrModeMismatch reports an owner asking, by WithOwner, for a key it
+	// holds in the other mode (shared against exclusive, or a subtree lock
+	// crossing one it holds in the other mode). Upgrading a shared lease
+	// in place could deadlock two owners that both try it: unlock and
+	// lock again instead.
+	ErrModeMismatch = errors.New("locker: key is held by this owner in the other mode")
 )
 
 // Unavailable wraps cause so that it matches both ErrUnavailable and cause.
@@ -83,6 +90,10 @@ type Options struct {
 	Owner string
 	// StableOwner is true when Owner came from WithOwner, so re-entry is possible.
 	StableOwner bool
+	// Shared asks for a shared (read) lease: see Shared.
+	Shared bool
+	// Subtree says the key is a path whose whole subtree is locked: see Subtree.
+	Subtree bool
 }
 
 // Option configures one Lock or TryLock call.
@@ -100,15 +111,33 @@ func WithOwner(id string) Option {
 	return func(o *Options) { o.Owner, o.StableOwner = id, true }
 }
 
+// Shared asks for a shared (read) lease: any number of shared leases hold
+// a key together, while an exclusive lease excludes every other. Writers
+// are not starved: a shared request arriving after a queued exclusive
+// waiter waits behind it, and TryLock(Shared) answers ErrLocked while an
+// exclusive lease holds or waits. Every grant, shared or exclusive, has a
+// fence above every earlier grant of the key.
+func Shared() Option { return func(o *Options) { o.Shared = true } }
+
+// Subtree makes the key a '/'-separated path and the lease cover it and
+// every path below it: "a/b" covers "a/b/c/d" but not "a/bc". Two subtree
+// leases conflict when one path equals or lies below the other and either
+// is exclusive; with Shared, a subtree lease is a read lock on the
+// subtree. Subtree paths are a namespace of their own, apart from plain
+// keys. A path with an empty segment or a leading or trailing '/' is
+// ErrInvalidKey. The cost grows with the path's depth, never with the
+// number of locks held.
+func Subtree() Option { return func(o *Options) { o.Subtree = true } }
+
 // Resolve checks key and the options and fills in the defaults. Adapters call
 // it first, so bad input changes nothing in the backend.
 func Resolve(key string, opts ...Option) (Options, error) {
-	if err := ValidateKey(key); err != nil {
-		return Options{}, err
-	}
 	o := Options{TTL: DefaultTTL, KeepAlive: true}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if err := validate(key, o.Subtree); err != nil {
+		return Options{}, err
 	}
 	if o.TTL <= 0 || o.TTL > MaxTTL {
 		return Options{}, fmt.Errorf("%w: %v is outside (0, %v]", ErrInvalidTTL, o.TTL, MaxTTL)
@@ -129,6 +158,26 @@ func ValidateKey(key string) error {
 		return fmt.Errorf("%w: %v", ErrInvalidKey, err)
 	}
 	return nil
+}
+
+// ValidatePath reports ErrInvalidKey for a subtree path that breaks the
+// key rules or has an empty segment: a leading or trailing '/', or "//".
+func ValidatePath(path string) error {
+	if err := ValidateKey(path); err != nil {
+		return err
+	}
+	if strings.HasPrefix(path, "/") || strings.HasSuffix(path, "/") || strings.Contains(path, "//") {
+		return fmt.Errorf("%w: subtree path %q has an empty segment", ErrInvalidKey, path)
+	}
+	return nil
+}
+
+// validate is ValidateKey, or ValidatePath for a subtree path.
+func validate(key string, subtree bool) error {
+	if subtree {
+		return ValidatePath(key)
+	}
+	return ValidateKey(key)
 }
 
 func checkString(s string) error {

@@ -19,11 +19,16 @@ const closeTimeout = 5 * time.Second
 // before d sees them, wraps each grant in a lease with its Deadline, Done,
 // Err and keep-alive, waits between refused attempts for d's notification
 // (driver.Notifier) or the holder's remaining TTL, and closes d once its
-// leases are released. If d implements driver.Admin, so does the Locker
-// (locker.Admin).
+// leases are released. Shared, subtree and multi-key locks are built here
+// from d's modes (driver.ModeKeeper) and batches (driver.Batcher); over a
+// driver without modes they lock more: every lease exclusive, a subtree
+// lock its whole top-level tree. If d implements driver.Admin, so does the
+// Locker (locker.Admin).
 func New(d driver.Driver) Locker {
-	p := &portable{d: d, set: newLeaseSet(), shares: &shares{m: map[shareKey]*shared{}}}
+	p := &portable{d: d, set: newLeaseSet(), reentries: newReentries()}
 	p.notifier, _ = d.(driver.Notifier)
+	p.batcher, _ = d.(driver.Batcher)
+	_, p.modes = d.(driver.ModeKeeper)
 	if a, ok := d.(driver.Admin); ok {
 		return &adminLocker{portable: p, admin: a}
 	}
@@ -32,10 +37,12 @@ func New(d driver.Driver) Locker {
 
 // portable implements Locker over a driver.
 type portable struct {
-	d        driver.Driver
-	notifier driver.Notifier // nil if d cannot notify
-	set      *leaseSet
-	shares   *shares // holds re-entered through this Locker (driver.Reenterer)
+	d         driver.Driver
+	notifier  driver.Notifier // nil if d cannot notify
+	batcher   driver.Batcher  // nil if d takes keys one at a time
+	modes     bool            // d is a driver.ModeKeeper
+	set       *leaseSet
+	reentries *reentries // holds re-entered through this Locker (driver.Reenterer)
 }
 
 func (p *portable) Lock(ctx context.Context, key string, opts ...Option) (Lease, error) {
@@ -55,80 +62,135 @@ func (p *portable) call(ctx context.Context, key string, opts []Option, wait boo
 		return nil, err
 	}
 	defer end()
-	r := &driver.Request{
-		Key: key, Owner: o.Owner, Reentrant: o.StableOwner, ID: rand.Text(),
-		TTL: o.TTL, KeepAlive: o.KeepAlive, Wait: wait,
+	if o.Subtree {
+		leases, err := p.group(ctx, []string{key}, o, wait)
+		if err != nil {
+			return nil, ctxErr(ctx, key, err)
+		}
+		return leases[0], nil
 	}
+	r := p.request(driver.Plain, key, p.mode(o, false), o, wait)
+	g, err := p.take(ctx, r)
 	var l Lease
-	if wait {
-		l, err = p.wait(ctx, r)
-	} else {
-		l, err = p.attempt(ctx, r)
+	if err == nil {
+		l, err = p.lease(r, g)
 	}
 	if err != nil && (wait || !errors.Is(err, ErrLocked)) {
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
-		p.d.Abandon(actx, r)
-		cancel()
+		p.abandon(ctx, r)
 	}
 	return l, ctxErr(ctx, key, err)
 }
 
-// attempt makes one Acquire; a refusal is an error matching ErrLocked.
-func (p *portable) attempt(ctx context.Context, r *driver.Request) (Lease, error) {
-	l, _, err := p.try(ctx, r)
-	return l, err
+// request is one driver request of a call with options o.
+func (p *portable) request(space driver.Space, key string, mode driver.Mode, o Options, wait bool) *driver.Request {
+	return &driver.Request{
+		Key: key, Owner: o.Owner, Mode: mode, Space: space, Reentrant: o.StableOwner, ID: rand.Text(),
+		TTL: o.TTL, KeepAlive: o.KeepAlive, Wait: wait,
+	}
 }
 
-// try makes one Acquire and wraps a grant in a lease; for a refusal it
-// returns ErrLocked and how long to wait at most before looking again. A
-// grant whose validity ran out before its reply came (a slow backend, a
-// starved process) is given back and asked for again: Lock never returns
-// a dead lease. After deadGrants such grants in a row, the TTL is too
-// short for the backend's round trip, and try says so.
-func (p *portable) try(ctx context.Context, r *driver.Request) (Lease, time.Duration, error) {
+// mode is the driver mode of a key with options o (of a subtree path's
+// ancestor, with intent): Exclusive for everything on a driver without
+// modes, which so locks more, never less.
+func (p *portable) mode(o Options, intent bool) driver.Mode {
+	switch {
+	case !p.modes:
+		return driver.Exclusive
+	case intent && o.Shared:
+		return driver.IntentShared
+	case intent:
+		return driver.IntentExclusive
+	case o.Shared:
+		return driver.Shared
+	}
+	return driver.Exclusive
+}
+
+// abandon undoes what a failed request may have left, under a fresh,
+// bounded context.
+func (p *portable) abandon(ctx context.Context, r *driver.Request) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer cancel()
+	p.d.Abandon(actx, r)
+}
+
+// granted is a live grant: the driver's grant, its Validity filled in, and
+// when that validity started.
+type granted struct {
+	driver.Grant
+	start time.Time
+}
+
+func (g granted) deadline() time.Time { return g.start.Add(g.Validity) }
+
+// take waits for r's key (r.Wait: Lock) or makes one attempt (TryLock,
+// whose refusal is an error matching ErrLocked).
+func (p *portable) take(ctx context.Context, r *driver.Request) (granted, error) {
+	if r.Wait {
+		return p.wait(ctx, r)
+	}
+	g, _, err := p.try(ctx, r)
+	return g, err
+}
+
+// lease wraps r's grant g in a lease.
+func (p *portable) lease(r *driver.Request, g granted) (Lease, error) {
+	return newLease(p.set, leaseConfig{
+		Key: r.Key, Owner: r.Owner, Fence: g.Fence, TTL: r.TTL, KeepAlive: r.KeepAlive,
+		Start: g.start, Validity: g.Validity, Hold: g.Hold, Lost: g.Lost,
+	})
+}
+
+// try makes one Acquire; for a refusal it returns ErrLocked and how long
+// to wait at most before looking again. A grant whose validity ran out
+// before its reply came (a slow backend, a starved process) is given back
+// and asked for again: Lock never returns a dead lease. After deadGrants
+// such grants in a row, the TTL is too short for the backend's round
+// trip, and try says so.
+func (p *portable) try(ctx context.Context, r *driver.Request) (granted, time.Duration, error) {
 	for dead := 0; ; dead++ {
 		start := time.Now()
 		g, err := p.acquire(ctx, r)
 		switch {
 		case err != nil:
-			return nil, 0, err
+			return granted{}, 0, err
 		case g.Hold == nil:
-			return nil, g.Retry, fmt.Errorf("%w: %q", ErrLocked, r.Key)
+			return granted{}, g.Retry, fmt.Errorf("%w: %q", ErrLocked, r.Key)
 		}
-		if !g.Start.IsZero() {
-			start = g.Start
+		if live, ok := p.live(r, g, start); ok {
+			return live, 0, nil
 		}
-		if !start.Add(cmp.Or(g.Validity, r.TTL)).After(time.Now()) {
-			p.giveBack(ctx, g.Hold)
-			if err := ctx.Err(); err != nil {
-				return nil, 0, err
-			}
-			if dead+1 == deadGrants {
-				return nil, 0, fmt.Errorf("%w: %q: %d grants in a row arrived after their validity (TTL %v): the TTL is shorter than the backend's round trip",
-					ErrInvalidTTL, r.Key, deadGrants, r.TTL)
-			}
-			continue
+		p.giveBack(ctx, g.Hold)
+		if err := ctx.Err(); err != nil {
+			return granted{}, 0, err
 		}
-		l, err := newLease(p.set, leaseConfig{
-			Key: r.Key, Owner: r.Owner, Fence: g.Fence, TTL: r.TTL, KeepAlive: r.KeepAlive,
-			Start: start, Validity: g.Validity, Hold: g.Hold, Lost: g.Lost,
-		})
-		if err != nil {
-			return nil, 0, err // closed meanwhile; newLease released the hold
+		if dead+1 == deadGrants {
+			return granted{}, 0, fmt.Errorf("%w: %q: %d grants in a row arrived after their validity (TTL %v): the TTL is shorter than the backend's round trip",
+				ErrInvalidTTL, r.Key, deadGrants, r.TTL)
 		}
-		return l, 0, nil
 	}
+}
+
+// live completes g, granted to r by an attempt that began at start, and
+// reports whether it is still valid.
+func (p *portable) live(r *driver.Request, g driver.Grant, start time.Time) (granted, bool) {
+	if !g.Start.IsZero() {
+		start = g.Start
+	}
+	g.Validity = cmp.Or(g.Validity, r.TTL)
+	live := granted{Grant: g, start: start}
+	return live, live.deadline().After(time.Now())
 }
 
 // acquire is one attempt: a re-entry this Locker counts (reentry.go),
 // else the driver's Acquire.
 func (p *portable) acquire(ctx context.Context, r *driver.Request) (driver.Grant, error) {
-	if g, ok, err := p.shares.reenter(ctx, r); ok || err != nil {
+	if g, ok, err := p.reentries.reenter(ctx, r); ok || err != nil {
 		return g, err
 	}
 	g, err := p.d.Acquire(ctx, r)
 	if err == nil && g.Hold != nil {
-		g.Hold = p.shares.add(r, g)
+		g.Hold = p.reentries.add(r, g)
 	}
 	return g, err
 }

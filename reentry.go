@@ -2,6 +2,7 @@ package locker
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -9,147 +10,167 @@ import (
 )
 
 // Re-entry that the backend does not count (driver.Reenterer): the Locker
-// counts an owner's leases on a key and shares one backend hold among them.
+// counts an owner's leases on a key and lets them use one backend hold.
 
-// shares are a Locker's shared holds, by key and owner.
-type shares struct {
+// reentries are a Locker's counted holds, by space, key and owner.
+type reentries struct {
 	mu sync.Mutex
-	m  map[shareKey]*shared
+	m  map[countKey]*counted
 }
 
-type shareKey struct{ key, owner string }
+func newReentries() *reentries { return &reentries{m: map[countKey]*counted{}} }
 
-// shared is one backend hold and the count of leases on it.
-type shared struct {
+type countKey struct {
+	space      driver.Space
+	key, owner string
+}
+
+// counted is one backend hold and the count of leases on it.
+type counted struct {
 	first driver.Reenterer // the hold of the lease that acquired it
+	mode  driver.Mode
 	fence uint64
 	lost  <-chan struct{}
 	op    slot // one backend call at a time, whichever lease makes it
-	n     int  // guarded by shares.mu
+	n     int  // guarded by reentries.mu
 }
 
-// share is one lease's part of a shared hold.
-type share struct {
-	set           *shares
-	k             shareKey
-	s             *shared
+// countedHold is one lease's part of a counted hold.
+type countedHold struct {
+	set           *reentries
+	k             countKey
+	c             *counted
 	h             driver.Hold // the driver's hold for this lease
-	dropped, last bool        // guarded by shares.mu
+	dropped, last bool        // guarded by reentries.mu
 }
 
-// add makes g, just granted to r, the shared hold of r's key and owner if
+// add makes g, just granted to r, the counted hold of r's key and owner if
 // the driver leaves re-entry to the Locker; it returns g's lease's hold.
-func (ss *shares) add(r *driver.Request, g driver.Grant) driver.Hold {
+func (rs *reentries) add(r *driver.Request, g driver.Grant) driver.Hold {
 	first, ok := g.Hold.(driver.Reenterer)
 	if !ok || !r.Reentrant {
 		return g.Hold
 	}
-	k := shareKey{r.Key, r.Owner}
-	s := &shared{first: first, fence: g.Fence, lost: g.Lost, op: make(slot, 1), n: 1}
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	ss.m[k] = s // an earlier one is ending: its release let this grant through
-	return &share{set: ss, k: k, s: s, h: g.Hold}
+	k := countKey{r.Space, r.Key, r.Owner}
+	c := &counted{first: first, mode: r.Mode, fence: g.Fence, lost: g.Lost, op: make(slot, 1), n: 1}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.m[k] = c // an earlier one is ending: its release let this grant through
+	return &countedHold{set: rs, k: k, c: c, h: g.Hold}
 }
 
-// reenter grants r from the shared hold of its key and owner; ok is false
-// when there is none (or it is gone), and r is to be acquired anew.
-func (ss *shares) reenter(ctx context.Context, r *driver.Request) (g driver.Grant, ok bool, err error) {
+// live reports whether r would re-enter a counted hold of this Locker.
+func (rs *reentries) live(r *driver.Request) bool {
+	if !r.Reentrant {
+		return false
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.liveLocked(countKey{r.Space, r.Key, r.Owner}) != nil
+}
+
+// reenter grants r from the counted hold of its key and owner; ok is false
+// when there is none (or it is gone), and r is to be acquired anew. A hold
+// of the owner in another mode is ErrModeMismatch.
+func (rs *reentries) reenter(ctx context.Context, r *driver.Request) (g driver.Grant, ok bool, err error) {
 	if !r.Reentrant {
 		return g, false, nil
 	}
-	k := shareKey{r.Key, r.Owner}
-	ss.mu.Lock()
-	s := ss.liveLocked(k)
-	ss.mu.Unlock()
-	if s == nil {
+	k := countKey{r.Space, r.Key, r.Owner}
+	rs.mu.Lock()
+	c := rs.liveLocked(k)
+	rs.mu.Unlock()
+	if c == nil {
 		return g, false, nil
 	}
-	if err := s.op.lock(ctx); err != nil {
+	if c.mode != r.Mode {
+		return g, false, fmt.Errorf("%w: owner %q holds %q as %v, asks for %v", ErrModeMismatch, r.Owner, r.Key, c.mode, r.Mode)
+	}
+	if err := c.op.lock(ctx); err != nil {
 		return g, false, err
 	}
-	defer s.op.unlock()
-	if g, err = s.first.Reenter(ctx, r); err != nil || g.Hold == nil {
+	defer c.op.unlock()
+	if g, err = c.first.Reenter(ctx, r); err != nil || g.Hold == nil {
 		return driver.Grant{}, false, err
 	}
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if s.n == 0 { // its last lease let it go meanwhile
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if c.n == 0 { // its last lease let it go meanwhile
 		return driver.Grant{}, false, nil
 	}
-	s.n++
-	g.Fence, g.Lost = s.fence, s.lost
-	g.Hold = &share{set: ss, k: k, s: s, h: g.Hold}
+	c.n++
+	g.Fence, g.Lost = c.fence, c.lost
+	g.Hold = &countedHold{set: rs, k: k, c: c, h: g.Hold}
 	return g, true, nil
 }
 
-// liveLocked returns k's shared hold unless it is gone; it forgets one
-// whose leases were lost. Callers hold ss.mu.
-func (ss *shares) liveLocked(k shareKey) *shared {
-	s := ss.m[k]
-	if s == nil {
+// liveLocked returns k's counted hold unless it is gone; it forgets one
+// whose leases were lost. Callers hold rs.mu.
+func (rs *reentries) liveLocked(k countKey) *counted {
+	c := rs.m[k]
+	if c == nil {
 		return nil
 	}
 	select {
-	case <-s.lost:
-		delete(ss.m, k)
+	case <-c.lost:
+		delete(rs.m, k)
 		return nil
 	default:
-		return s
+		return c
 	}
 }
 
 // holds is info's hold count: the number of this Locker's leases on it if
 // they share it, else what the driver says.
-func (ss *shares) holds(info LockInfo) int {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if s := ss.liveLocked(shareKey{info.Key, info.Owner}); s != nil && s.fence == info.Fence {
-		return s.n
+func (rs *reentries) holds(info LockInfo) int {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if c := rs.liveLocked(countKey{info.Space, info.Key, info.Owner}); c != nil && c.fence == info.Fence {
+		return c.n
 	}
 	return info.Holds
 }
 
-func (h *share) Refresh(ctx context.Context) (time.Duration, error) {
-	if err := h.s.op.lock(ctx); err != nil {
+func (h *countedHold) Refresh(ctx context.Context) (time.Duration, error) {
+	if err := h.c.op.lock(ctx); err != nil {
 		return 0, err
 	}
-	defer h.s.op.unlock()
+	defer h.c.op.unlock()
 	return h.h.Refresh(ctx)
 }
 
 // Release counts the lease out; the last releases the backend hold.
-func (h *share) Release(ctx context.Context) error {
+func (h *countedHold) Release(ctx context.Context) error {
 	if !h.drop() {
 		return nil
 	}
-	if err := h.s.op.lock(ctx); err != nil {
+	if err := h.c.op.lock(ctx); err != nil {
 		return err
 	}
-	defer h.s.op.unlock()
+	defer h.c.op.unlock()
 	return h.h.Release(ctx)
 }
 
 // Expire counts the lease out; the last expires the backend hold.
-func (h *share) Expire(ctx context.Context) {
+func (h *countedHold) Expire(ctx context.Context) {
 	e, ok := h.h.(driver.Expirer)
-	if !h.drop() || !ok || h.s.op.lock(ctx) != nil {
+	if !h.drop() || !ok || h.c.op.lock(ctx) != nil {
 		return
 	}
-	defer h.s.op.unlock()
+	defer h.c.op.unlock()
 	e.Expire(ctx)
 }
 
 // drop counts the lease out, once, and reports whether it was the last:
 // the backend hold is then its to let go (again, after a failed release).
-func (h *share) drop() bool {
+func (h *countedHold) drop() bool {
 	h.set.mu.Lock()
 	defer h.set.mu.Unlock()
 	if !h.dropped {
 		h.dropped = true
-		h.s.n--
-		h.last = h.s.n == 0
-		if h.last && h.set.m[h.k] == h.s {
+		h.c.n--
+		h.last = h.c.n == 0
+		if h.last && h.set.m[h.k] == h.c {
 			delete(h.set.m, h.k)
 		}
 	}

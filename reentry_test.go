@@ -15,13 +15,13 @@ import (
 // re-entry, as ZooKeeper does: its holds are Reenterers.
 type nodeDriver struct {
 	mu       sync.Mutex
-	nodes    map[string]*node
+	nodes    map[string]*backendNode
 	acquires int
 	fence    uint64
 }
 
-// node is one granted backend hold, and what happened to it.
-type node struct {
+// backendNode is one granted backend hold, and what happened to it.
+type backendNode struct {
 	key, owner string
 	fence      uint64
 	lost       chan struct{}
@@ -42,7 +42,7 @@ func (d *nodeDriver) Acquire(_ context.Context, r *driver.Request) (driver.Grant
 	}
 	d.acquires++
 	d.fence++
-	n := &node{key: r.Key, owner: r.Owner, fence: d.fence, lost: make(chan struct{}), minTTL: time.Second}
+	n := &backendNode{key: r.Key, owner: r.Owner, fence: d.fence, lost: make(chan struct{}), minTTL: time.Second}
 	d.nodes[r.Key] = n
 	return driver.Grant{Hold: n, Fence: n.fence, Lost: n.lost}, nil
 }
@@ -50,7 +50,7 @@ func (d *nodeDriver) Acquire(_ context.Context, r *driver.Request) (driver.Grant
 func (d *nodeDriver) Abandon(context.Context, *driver.Request) {}
 func (d *nodeDriver) Close(context.Context) error              { return nil }
 
-func (d *nodeDriver) Status(_ context.Context, key string) (driver.LockInfo, error) {
+func (d *nodeDriver) Status(_ context.Context, _ driver.Space, key string) (driver.LockInfo, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	n := d.nodes[key]
@@ -60,13 +60,13 @@ func (d *nodeDriver) Status(_ context.Context, key string) (driver.LockInfo, err
 	return driver.LockInfo{Key: key, Owner: n.owner, Fence: n.fence, Holds: 1}, nil
 }
 func (d *nodeDriver) List(ctx context.Context, _ string) ([]driver.LockInfo, error) {
-	info, err := d.Status(ctx, "k")
+	info, err := d.Status(ctx, driver.Plain, "k")
 	return []driver.LockInfo{info}, err
 }
-func (d *nodeDriver) ForceUnlock(context.Context, string) error { return nil }
+func (d *nodeDriver) ForceUnlock(context.Context, driver.Space, string) error { return nil }
 
 // call stands for one backend call, noting any that overlaps another.
-func (n *node) call() {
+func (n *backendNode) call() {
 	if !n.busy.CompareAndSwap(false, true) {
 		n.overlaps.Add(1)
 		return
@@ -75,11 +75,14 @@ func (n *node) call() {
 	n.busy.Store(false)
 }
 
-func (n *node) Refresh(context.Context) (time.Duration, error) { n.call(); return time.Hour, nil }
-func (n *node) Release(context.Context) error                  { n.call(); n.released.Add(1); return nil }
-func (n *node) Expire(context.Context)                         { n.call(); n.expired.Add(1) }
+func (n *backendNode) Refresh(context.Context) (time.Duration, error) {
+	n.call()
+	return time.Hour, nil
+}
+func (n *backendNode) Release(context.Context) error { n.call(); n.released.Add(1); return nil }
+func (n *backendNode) Expire(context.Context)        { n.call(); n.expired.Add(1) }
 
-func (n *node) Reenter(_ context.Context, r *driver.Request) (driver.Grant, error) {
+func (n *backendNode) Reenter(_ context.Context, r *driver.Request) (driver.Grant, error) {
 	n.call()
 	switch {
 	case r.TTL < n.minTTL:
@@ -113,7 +116,7 @@ func holdsOf(t *testing.T, lk adminLockerT) int {
 // fence and Lost, calls on the shared hold one at a time, and only the
 // last Unlock releases it.
 func TestReentryCountedByTheLocker(t *testing.T) {
-	d := &nodeDriver{nodes: map[string]*node{}}
+	d := &nodeDriver{nodes: map[string]*backendNode{}}
 	lk := New(d).(adminLockerT)
 	defer lk.Close()
 	ctx, me := context.Background(), WithOwner("me")
@@ -161,7 +164,7 @@ func TestReentryCountedByTheLocker(t *testing.T) {
 // The leases of a shared hold are lost together; a hold that Reenter says
 // is gone, or that was lost, is acquired anew.
 func TestReentryOfALostHold(t *testing.T) {
-	d := &nodeDriver{nodes: map[string]*node{}}
+	d := &nodeDriver{nodes: map[string]*backendNode{}}
 	lk := New(d)
 	defer lk.Close()
 	ctx, me := context.Background(), WithOwner("me")
@@ -192,7 +195,7 @@ func TestReentryOfALostHold(t *testing.T) {
 // A shared lease that expires counts itself out; the backend hold is
 // expired only by the last.
 func TestReentryExpiresOneLease(t *testing.T) {
-	d := &nodeDriver{nodes: map[string]*node{}}
+	d := &nodeDriver{nodes: map[string]*backendNode{}}
 	lk := New(d)
 	defer lk.Close()
 	ctx, me := context.Background(), WithOwner("me")

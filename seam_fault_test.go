@@ -204,7 +204,7 @@ type adminDrv struct {
 	called             chan struct{}
 }
 
-func (a *adminDrv) Status(ctx context.Context, key string) (driver.LockInfo, error) {
+func (a *adminDrv) Status(ctx context.Context, _ driver.Space, key string) (driver.LockInfo, error) {
 	close(a.called)
 	<-ctx.Done()
 	time.Sleep(50 * time.Millisecond)
@@ -214,7 +214,7 @@ func (a *adminDrv) Status(ctx context.Context, key string) (driver.LockInfo, err
 	return driver.LockInfo{}, ctx.Err()
 }
 func (a *adminDrv) List(context.Context, string) ([]driver.LockInfo, error) { return nil, nil }
-func (a *adminDrv) ForceUnlock(context.Context, string) error               { return nil }
+func (a *adminDrv) ForceUnlock(context.Context, driver.Space, string) error { return nil }
 
 // Close waits for admin calls under way before Driver.Close.
 func TestCloseWaitsForAdminCalls(t *testing.T) {

@@ -21,7 +21,7 @@ const minFallback = time.Millisecond
 // later attempt is made while subscribed, so no release slips between an
 // attempt and the wait. A Lock whose ctx ends while another owner holds
 // the key returns an error matching both ErrLocked and ctx.Err().
-func (p *portable) wait(ctx context.Context, r *driver.Request) (Lease, error) {
+func (p *portable) wait(ctx context.Context, r *driver.Request) (granted, error) {
 	var wake <-chan struct{}
 	subscribe := func() (stop func(), err error) {
 		wake, stop, err = p.notifier.Subscribe(ctx, r)
@@ -31,7 +31,7 @@ func (p *portable) wait(ctx context.Context, r *driver.Request) (Lease, error) {
 	if p.notifier != nil && p.notifier.Listening() {
 		stop, err := subscribe()
 		if err != nil {
-			return nil, err
+			return granted{}, err
 		}
 		defer stop()
 	}
@@ -43,21 +43,21 @@ func (p *portable) wait(ctx context.Context, r *driver.Request) (Lease, error) {
 	// whose release is slow to show does not turn the wait into polling.
 	soon := minFallback
 	for {
-		l, retry, err := p.try(ctx, r)
+		g, retry, err := p.try(ctx, r)
 		if refused && err != nil && ctx.Err() != nil {
-			return nil, fmt.Errorf("%w: %q: %w", ErrLocked, r.Key, ctx.Err())
+			return granted{}, fmt.Errorf("%w: %q: %w", ErrLocked, r.Key, ctx.Err())
 		}
 		if !errors.Is(err, ErrLocked) {
-			return l, err
+			return g, err
 		}
 		refused = true
 		if wake == nil && p.notifier != nil {
 			stop, err := subscribe()
 			if err != nil {
 				if ctx.Err() != nil {
-					return nil, fmt.Errorf("%w: %q: %w", ErrLocked, r.Key, ctx.Err())
+					return granted{}, fmt.Errorf("%w: %q: %w", ErrLocked, r.Key, ctx.Err())
 				}
-				return nil, err
+				return granted{}, err
 			}
 			defer stop() // runs once: wake is set from now on
 			continue
@@ -72,7 +72,7 @@ func (p *portable) wait(ctx context.Context, r *driver.Request) (Lease, error) {
 		case <-wake:
 		case <-timer.C:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: %q: %w", ErrLocked, r.Key, ctx.Err())
+			return granted{}, fmt.Errorf("%w: %q: %w", ErrLocked, r.Key, ctx.Err())
 		}
 	}
 }

@@ -2,6 +2,8 @@ package conformance
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,14 +15,66 @@ import (
 //
 //   - Uncontended: one client locks and unlocks a key; with h.RoundTrip it
 //     also reports the cost as a multiple of one plain round trip (rtt-x).
+//     Its Shared, Subtree1 and Subtree5 variants lock a key in shared mode,
+//     and a subtree path of depth 1 and 5; LockAll10 takes 10 keys with one
+//     LockAll and Lock10 with 10 Locks, and both unlock them.
 //   - Contended: 8 clients contend on one key, each holding it 1 ms; it
-//     reports ops/s and the p50/p99 wait for the lock, in ms.
+//     reports ops/s and the p50/p99 wait for the lock, in ms. ReadMix is
+//     the same with nine acquisitions in ten shared.
 func Bench(b *testing.B, h Harness) {
-	b.Run("Uncontended", func(b *testing.B) { benchUncontended(b, h) })
-	b.Run("Contended", func(b *testing.B) { benchContended(b, h, 8, time.Millisecond) })
+	b.Run("Uncontended", func(b *testing.B) { benchUncontended(b, h, lockOne()) })
+	b.Run("UncontendedShared", func(b *testing.B) { benchUncontended(b, h, lockOne(locker.Shared())) })
+	b.Run("Subtree1", func(b *testing.B) { benchUncontended(b, h, lockPath(1)) })
+	b.Run("Subtree5", func(b *testing.B) { benchUncontended(b, h, lockPath(5)) })
+	b.Run("LockAll10", func(b *testing.B) { benchUncontended(b, h, lockTen(true)) })
+	b.Run("Lock10", func(b *testing.B) { benchUncontended(b, h, lockTen(false)) })
+	b.Run("Contended", func(b *testing.B) { benchContended(b, h, 8, time.Millisecond, workload.Contend) })
+	b.Run("ReadMix", func(b *testing.B) { benchContended(b, h, 8, time.Millisecond, workload.ReadMix) })
 }
 
-func benchUncontended(b *testing.B, h Harness) {
+// takeFunc locks what an uncontended benchmark locks, below key, and
+// returns the leases.
+type takeFunc func(ctx context.Context, l locker.Locker, key string) ([]locker.Lease, error)
+
+func lockOne(opts ...locker.Option) takeFunc {
+	return func(ctx context.Context, l locker.Locker, key string) ([]locker.Lease, error) {
+		lease, err := l.Lock(ctx, key, opts...)
+		return []locker.Lease{lease}, err
+	}
+}
+
+// lockPath locks a subtree path of the given depth: key's slashes
+// replaced, so that the depth is the path's own.
+func lockPath(depth int) takeFunc {
+	return func(ctx context.Context, l locker.Locker, key string) ([]locker.Lease, error) {
+		path := strings.ReplaceAll(key, "/", ":") + strings.Repeat("/d", depth-1)
+		return lockOne(locker.Subtree())(ctx, l, path)
+	}
+}
+
+// lockTen locks 10 keys with one LockAll (all) or one Lock each.
+func lockTen(all bool) takeFunc {
+	return func(ctx context.Context, l locker.Locker, key string) ([]locker.Lease, error) {
+		keys := make([]string, 10)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("%s%d", key, i)
+		}
+		if all {
+			return locker.LockAll(ctx, l, keys)
+		}
+		leases := make([]locker.Lease, 0, len(keys))
+		for _, k := range keys {
+			lease, err := l.Lock(ctx, k)
+			if err != nil {
+				return nil, err
+			}
+			leases = append(leases, lease)
+		}
+		return leases, nil
+	}
+}
+
+func benchUncontended(b *testing.B, h Harness, take takeFunc) {
 	l := benchClient(b, h)
 	key := benchKey(b, h)
 	ctx := context.Background()
@@ -29,12 +83,14 @@ func benchUncontended(b *testing.B, h Harness) {
 	var locking, rtt time.Duration
 	for b.Loop() {
 		t0 := time.Now()
-		lease, err := l.Lock(ctx, key)
+		leases, err := take(ctx, l, key)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := lease.Unlock(ctx); err != nil {
-			b.Fatal(err)
+		for _, lease := range leases {
+			if err := lease.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
 		}
 		locking += time.Since(t0)
 		if h.RoundTrip != nil {
@@ -81,14 +137,17 @@ func Contend(ctx context.Context, lockers []locker.Locker, key string, ops int, 
 	return workload.Contend(ctx, lockers, key, ops, hold, nil)
 }
 
-func benchContended(b *testing.B, h Harness, workers int, hold time.Duration) {
+// contendFunc is a contended workload: workload.Contend or ReadMix.
+type contendFunc func(ctx context.Context, lockers []locker.Locker, key string, ops int, hold time.Duration, progress func()) (Contention, error)
+
+func benchContended(b *testing.B, h Harness, workers int, hold time.Duration, contend contendFunc) {
 	lockers := make([]locker.Locker, workers)
 	for i := range lockers {
 		lockers[i] = benchClient(b, h)
 	}
 	key := benchKey(b, h)
 	b.ResetTimer()
-	res, err := Contend(context.Background(), lockers, key, b.N, hold)
+	res, err := contend(context.Background(), lockers, key, b.N, hold, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -62,6 +62,17 @@ func Checks() []Check {
 		check("Do", checkDo),
 		check("DoLeaseLost", checkDoLeaseLost),
 		check("Admin", checkAdmin),
+		check("Shared", checkShared),
+		check("WriterNotStarved", checkWriterNotStarved),
+		check("SharedReentry", checkSharedReentry),
+		check("SharedExpiry", checkSharedExpiry),
+		check("SharedExclusion", checkSharedExclusion),
+		check("SubtreePaths", checkSubtreePaths),
+		check("SubtreeShared", checkSubtreeShared),
+		check("SubtreeHandoff", checkSubtreeHandoff),
+		check("SubtreeExclusion", checkSubtreeExclusion),
+		check("LockAllNoDeadlock", checkLockAllNoDeadlock),
+		check("LockAllAtomic", checkLockAllAtomic),
 	}
 }
 

@@ -52,6 +52,13 @@ type Harness struct {
 	// a cut-off holder's Done closed, how soon the key passed on after a
 	// fault): the figures behind a guarantee. Run sets it to t.Logf.
 	Log func(format string, args ...any)
+	// NoModes declares a driver that keeps no modes (no
+	// driver.ModeKeeper), as a third party's may: its shared leases are
+	// exclusive and a subtree lock takes its whole top-level tree. The
+	// checks that shared leases share, and that subtree locks on unrelated
+	// paths are independent, are then skipped; those that they exclude
+	// what they must still run.
+	NoModes bool
 	// Prefix begins every key the checks and benchmarks use; each check
 	// adds its name, so checks never share a key. It must be unique to the
 	// run when runs may overlap on one backend. Run defaults it from the

@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/locker-go/locker"
@@ -101,3 +102,6 @@ func calls(l locker.Locker) map[string]func(context.Context, string, ...locker.O
 		"Lock": l.Lock, "TryLock": l.TryLock,
 	}
 }
+
+// trimmed is key without the check's prefix, for messages.
+func (e *env) trimmed(key string) string { return strings.TrimPrefix(key, e.prefix) }

@@ -24,6 +24,7 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -50,6 +51,10 @@ type Driver interface {
 type Request struct {
 	Key   string // valid and opaque: no character has a special meaning
 	Owner string // owner token
+	// Mode is how the key is to be held (a ModeKeeper's concern; others
+	// grant every request as Exclusive). Space is the key's namespace.
+	Mode  Mode
+	Space Space
 	// Reentrant: Owner is a stable identity (WithOwner), so a key it holds
 	// is granted again with the same fence and one more hold (by the
 	// backend, or by the portable Locker for a Reenterer's hold).
@@ -133,6 +138,31 @@ type Reenterer interface {
 	Reenter(ctx context.Context, r *Request) (Grant, error)
 }
 
+// Batcher is implemented by drivers that can take several keys in one
+// call, all or none: the fast path of LockAll and of subtree locks.
+type Batcher interface {
+	// AcquireBatch makes one attempt at every request of rs, which name
+	// distinct keys (or one key in distinct spaces) and share Owner,
+	// Reentrant, TTL and KeepAlive; none waits or queues. Each request is
+	// granted as Acquire would grant it alone, and either every one is
+	// granted or none is: then no Grant has a Hold, and those refused
+	// carry Retry. An error matching locker.ErrModeMismatch fails the
+	// batch as it fails Acquire. ErrSkip declines the batch (its keys lie
+	// on several shards, say): the Locker then takes the keys one by one,
+	// in order.
+	AcquireBatch(ctx context.Context, rs []*Request) ([]Grant, error)
+	// ReleaseBatch releases hs, holds this driver granted, in that order
+	// (a subtree lease's own node first), in one call: errs[i] is what
+	// hs[i].Release would have answered. An error for the call as a whole
+	// leaves every hold to be released again; ErrSkip declines (a hold is
+	// not the driver's own, say): the Locker then releases them one by one.
+	ReleaseBatch(ctx context.Context, hs []Hold) (errs []error, err error)
+}
+
+// ErrSkip is returned by an optional fast path that declines at run time,
+// as database/sql/driver.ErrSkip is: the caller takes the general path.
+var ErrSkip = errors.New("driver: fast path declined")
+
 // LockInfo describes one held lock as the backend records it.
 type LockInfo struct {
 	Key   string
@@ -145,15 +175,37 @@ type LockInfo struct {
 	Expires time.Time
 	// Waiters is the number of queued waiters, where the backend queues.
 	Waiters int
+	// Mode is Exclusive, or Shared: then Owner, Fence, Holds and Expires
+	// are those of the holder with the lowest fence, and Holders lists
+	// every one.
+	Mode Mode
+	// Space is the key's: Subtree for a subtree lock on the path Key.
+	Space Space
+	// Holders lists the holders of a Shared lock, by fence; drivers may
+	// leave it nil for an Exclusive one (the Locker fills it in).
+	Holders []Holder
+}
+
+// Holder is one holder of a lock: an owner with its fence, hold count and
+// expiry (zero where the backend ties it to a session).
+type Holder struct {
+	Owner   string
+	Fence   uint64
+	Holds   int
+	Expires time.Time
 }
 
 // Admin is implemented by drivers that can inspect and force locks, for
-// operators (locker.Admin). Keys are validated before they reach it.
+// operators (locker.Admin). Keys are validated before they reach it. A
+// driver that is no ModeKeeper is asked about the Plain space only.
 type Admin interface {
-	// Status returns the holder of key, or locker.ErrNotHeld.
-	Status(ctx context.Context, key string) (LockInfo, error)
-	// List returns the held locks whose keys begin with prefix, in any order.
+	// Status returns the holders of key in space (Shared or Exclusive;
+	// intention holders are not locks of their own), or locker.ErrNotHeld.
+	Status(ctx context.Context, space Space, key string) (LockInfo, error)
+	// List returns the held locks whose keys begin with prefix, in any
+	// order, in every space.
 	List(ctx context.Context, prefix string) ([]LockInfo, error)
-	// ForceUnlock removes key's hold whoever has it; locker.ErrNotHeld if none.
-	ForceUnlock(ctx context.Context, key string) error
+	// ForceUnlock removes the Shared and Exclusive holds of key in space
+	// whoever has them; locker.ErrNotHeld if there are none.
+	ForceUnlock(ctx context.Context, space Space, key string) error
 }

@@ -4,6 +4,12 @@
 // mem://NAME in one process shares one lock space (mem:// alone: the
 // default space); leases expire by the local clock. It coordinates the
 // goroutines of one process only.
+//
+// It keeps every capability of the seam: modes (driver.ModeKeeper: shared,
+// intention, subtree space), batches (driver.Batcher), notification
+// (driver.Notifier) and admin (driver.Admin). grant.go holds the rule by
+// which a request is granted, as driver.ModeKeeper states it; a backend
+// implements the same rule in its own terms (a script, a statement).
 package mem
 
 import (
@@ -32,105 +38,135 @@ func New(space string) locker.Locker { return locker.New(newDriver(space)) }
 
 var (
 	spacesMu sync.Mutex
-	spaces   = map[string]*space{}
+	spaces   = map[string]*lockSpace{}
 )
 
-// space is one named lock space: the whole "backend".
-type space struct {
+// lockSpace is one named lock space: the whole "backend".
+type lockSpace struct {
 	mu      sync.Mutex
-	locks   map[string]*entry
-	fences  map[string]uint64 // kept after a key is freed: fences never go back
-	waiters map[string]map[chan struct{}]struct{}
+	locks   map[name]*entry
+	fence   uint64 // one counter: fences never go back, and rise across a subtree
+	arrived uint64 // arrival order of waiters
+	subs    map[name]map[chan struct{}]struct{}
 }
 
-// entry is one held key: its owner's holds, by hold id.
-type entry struct {
-	owner   string
-	holds   map[string]bool
-	fence   uint64
-	expires time.Time
+// name is a key in its space.
+type name struct {
+	space driver.Space
+	key   string
 }
 
-func spaceNamed(name string) *space {
+func spaceNamed(n string) *lockSpace {
 	spacesMu.Lock()
 	defer spacesMu.Unlock()
-	s := spaces[name]
+	s := spaces[n]
 	if s == nil {
-		s = &space{locks: map[string]*entry{}, fences: map[string]uint64{}, waiters: map[string]map[chan struct{}]struct{}{}}
-		spaces[name] = s
+		s = &lockSpace{locks: map[name]*entry{}, subs: map[name]map[chan struct{}]struct{}{}}
+		spaces[n] = s
 	}
 	return s
 }
 
-// memDriver implements driver.Driver, driver.Notifier and driver.Admin.
-type memDriver struct{ s *space }
+// memDriver implements driver.Driver, ModeKeeper, Batcher, Notifier and Admin.
+type memDriver struct{ s *lockSpace }
 
-func newDriver(name string) *memDriver { return &memDriver{s: spaceNamed(name)} }
+var (
+	_ driver.ModeKeeper = (*memDriver)(nil)
+	_ driver.Batcher    = (*memDriver)(nil)
+	_ driver.Notifier   = (*memDriver)(nil)
+	_ driver.Admin      = (*memDriver)(nil)
+)
 
-// live returns key's entry unless it is free or expired. Callers hold s.mu.
-func (s *space) live(key string, now time.Time) *entry {
-	e := s.locks[key]
-	if e != nil && !now.Before(e.expires) {
-		delete(s.locks, key)
-		return nil
-	}
-	return e
-}
+func newDriver(n string) *memDriver { return &memDriver{s: spaceNamed(n)} }
 
-// free drops key's entry and wakes its waiters. Callers hold s.mu.
-func (s *space) free(key string) {
-	delete(s.locks, key)
-	for c := range s.waiters[key] {
-		select {
-		case c <- struct{}{}:
-		default:
-		}
-	}
-}
+// KeepsModes declares that Acquire grants by driver.ModeKeeper's rule.
+func (d *memDriver) KeepsModes() {}
 
 func (d *memDriver) Acquire(_ context.Context, r *driver.Request) (driver.Grant, error) {
 	s := d.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	e := s.live(r.Key, now)
-	switch {
-	case e == nil:
-		s.fences[r.Key]++
-		e = &entry{owner: r.Owner, holds: map[string]bool{}, fence: s.fences[r.Key]}
-		s.locks[r.Key] = e
-	case e.owner != r.Owner || !r.Reentrant:
-		return driver.Grant{Retry: e.expires.Sub(now)}, nil
+	v, err := s.decide(r, now)
+	if err != nil || !v.ok {
+		return driver.Grant{Retry: v.retry}, err
 	}
-	e.holds[r.ID] = true
-	e.expires = later(e.expires, now.Add(r.TTL)) // a re-entry never shortens
-	return driver.Grant{Hold: &hold{s: s, key: r.Key, id: r.ID, ttl: r.TTL}, Fence: e.fence}, nil
+	return s.apply(r, v, now), nil
 }
 
-// Abandon drops the call's hold, should it have one: in process, a grant
-// is never lost on the way, so this only undoes a grant that met Close.
+// AcquireBatch grants every request, or none: each is decided before any
+// is applied.
+func (d *memDriver) AcquireBatch(_ context.Context, rs []*driver.Request) ([]driver.Grant, error) {
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	gs := make([]driver.Grant, len(rs))
+	vs := make([]verdict, len(rs))
+	refused := false
+	for i, r := range rs {
+		v, err := s.decide(r, now)
+		if err != nil {
+			return nil, err
+		}
+		vs[i], gs[i].Retry, refused = v, v.retry, refused || !v.ok
+	}
+	if refused {
+		return gs, nil
+	}
+	for i, r := range rs {
+		gs[i] = s.apply(r, vs[i], now)
+	}
+	return gs, nil
+}
+
+// ReleaseBatch releases each hold in turn, under the space's lock: one
+// "call", as one script or transaction would be.
+func (d *memDriver) ReleaseBatch(ctx context.Context, hs []driver.Hold) ([]error, error) {
+	for _, h := range hs {
+		if h, ok := h.(*hold); !ok || h.s != d.s {
+			return nil, driver.ErrSkip
+		}
+	}
+	errs := make([]error, len(hs))
+	for i, h := range hs {
+		errs[i] = h.Release(ctx)
+	}
+	return errs, nil
+}
+
+// Abandon drops the call's place in the queue and its hold, should it have
+// either: in process, a grant is never lost on the way, so this only
+// undoes a grant that met Close.
 func (d *memDriver) Abandon(ctx context.Context, r *driver.Request) {
-	_ = (&hold{s: d.s, key: r.Key, id: r.ID}).Release(ctx)
+	s := d.s
+	s.mu.Lock()
+	if e := s.locks[name{r.Space, r.Key}]; e != nil && e.leave(r.ID) {
+		s.changed(name{r.Space, r.Key}, e)
+	}
+	s.mu.Unlock()
+	_ = (&hold{s: s, n: name{r.Space, r.Key}, owner: r.Owner, mode: r.Mode, id: r.ID}).Release(ctx)
 }
 
 // Close leaves the space as it is: other Lockers share it.
 func (d *memDriver) Close(context.Context) error { return nil }
 
+// Subscribe wakes the caller whenever r's key changes hands.
 func (d *memDriver) Subscribe(_ context.Context, r *driver.Request) (<-chan struct{}, func(), error) {
-	s := d.s
+	s, n := d.s, name{r.Space, r.Key}
 	c := make(chan struct{}, 1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.waiters[r.Key] == nil {
-		s.waiters[r.Key] = map[chan struct{}]struct{}{}
+	if s.subs[n] == nil {
+		s.subs[n] = map[chan struct{}]struct{}{}
 	}
-	s.waiters[r.Key][c] = struct{}{}
+	s.subs[n][c] = struct{}{}
 	return c, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		delete(s.waiters[r.Key], c)
-		if len(s.waiters[r.Key]) == 0 {
-			delete(s.waiters, r.Key)
+		delete(s.subs[n], c)
+		if len(s.subs[n]) == 0 {
+			delete(s.subs, n)
 		}
 	}, nil
 }
@@ -138,37 +174,72 @@ func (d *memDriver) Subscribe(_ context.Context, r *driver.Request) (<-chan stru
 // Listening is true: subscribing costs no round trip in process.
 func (d *memDriver) Listening() bool { return true }
 
-// hold is one granted hold, named by its id in the entry.
+// changed wakes n's subscribers (each looks again: rule 3 of
+// driver.ModeKeeper picks who gets it) and forgets an empty entry.
+// Callers hold s.mu.
+func (s *lockSpace) changed(n name, e *entry) {
+	if e.empty() {
+		delete(s.locks, n)
+	}
+	for c := range s.subs[n] {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// hold is one granted hold, named by its id in its holder's set.
 type hold struct {
-	s       *space
-	key, id string
-	ttl     time.Duration
+	s     *lockSpace
+	n     name
+	owner string
+	mode  driver.Mode
+	id    string
+	ttl   time.Duration
 }
 
 func (h *hold) Refresh(context.Context) (time.Duration, error) {
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
 	now := time.Now()
-	e := h.s.live(h.key, now)
-	if e == nil || !e.holds[h.id] {
+	hd := h.s.holder(h.n, h.owner, h.mode, now)
+	if hd == nil || !hd.holds[h.id] {
 		return 0, locker.ErrNotHeld
 	}
-	e.expires = later(e.expires, now.Add(h.ttl))
+	hd.expires = later(hd.expires, now.Add(h.ttl))
 	return h.ttl, nil
 }
 
 func (h *hold) Release(context.Context) error {
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
-	e := h.s.live(h.key, time.Now())
-	if e == nil || !e.holds[h.id] {
+	hd := h.s.holder(h.n, h.owner, h.mode, time.Now())
+	if hd == nil || !hd.holds[h.id] {
 		return locker.ErrNotHeld
 	}
-	delete(e.holds, h.id)
-	if len(e.holds) == 0 {
-		h.s.free(h.key)
+	delete(hd.holds, h.id)
+	if len(hd.holds) == 0 {
+		e := h.s.locks[h.n]
+		delete(e.holders[h.mode], h.owner)
+		h.s.changed(h.n, e)
 	}
 	return nil
+}
+
+// holder returns the live holder of n by owner in mode, or nil. Callers
+// hold s.mu.
+func (s *lockSpace) holder(n name, owner string, mode driver.Mode, now time.Time) *holder {
+	e := s.locks[n]
+	if e == nil || int(mode) >= len(e.holders) {
+		return nil
+	}
+	hd := e.holders[mode][owner]
+	if hd != nil && !now.Before(hd.expires) {
+		delete(e.holders[mode], owner)
+		return nil
+	}
+	return hd
 }
 
 func later(a, b time.Time) time.Time {

@@ -3,7 +3,6 @@ package mem
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -70,17 +69,9 @@ func harness(t testing.TB) conformance.Harness {
 			return nil
 		},
 		Count: func(_ context.Context, prefix string) (int, error) {
-			s := spaceNamed(name)
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			n := 0
-			for key := range s.locks {
-				if strings.HasPrefix(key, prefix) && s.live(key, time.Now()) != nil {
-					n++
-				}
-			}
-			return n, nil
+			return spaceNamed(name).count(prefix), nil
 		},
+		FIFO: true,
 	}
 }
 

@@ -56,40 +56,79 @@ func (r *Recorder) Client() *Client {
 }
 
 // Lock calls l.Lock and records it. The lease it returns records its
-// Unlock and Refresh calls, and its end if it ends by itself.
+// Unlock and Refresh calls, and its end if it ends by itself. Shared and
+// Subtree among opts are recorded as the lease's mode and space.
 func (c *Client) Lock(ctx context.Context, l locker.Locker, key string, opts ...locker.Option) (locker.Lease, error) {
-	return c.acquire(key, func() (locker.Lease, error) { return l.Lock(ctx, key, opts...) })
+	return c.acquire(call(key, opts), func() (locker.Lease, error) { return l.Lock(ctx, key, opts...) })
 }
 
 // TryLock calls l.TryLock and records it, as Lock does.
 func (c *Client) TryLock(ctx context.Context, l locker.Locker, key string, opts ...locker.Option) (locker.Lease, error) {
-	return c.acquire(key, func() (locker.Lease, error) { return l.TryLock(ctx, key, opts...) })
+	return c.acquire(call(key, opts), func() (locker.Lease, error) { return l.TryLock(ctx, key, opts...) })
 }
 
-func (c *Client) acquire(key string, call func() (locker.Lease, error)) (locker.Lease, error) {
+// LockAll calls locker.LockAll and records it as one acquire per key, each
+// over the whole call; a failed one as a failed acquire of every key.
+func (c *Client) LockAll(ctx context.Context, l locker.Locker, keys []string, opts ...locker.Option) ([]locker.Lease, error) {
 	t0 := c.r.now()
-	lease, err := call()
+	leases, err := locker.LockAll(ctx, l, keys, opts...)
 	t1 := c.r.now()
-	in, out := input{kind: acquire, key: key}, output{}
+	for i, key := range keys {
+		in := call(key, opts)
+		if err != nil {
+			in.kind = failed
+			c.r.add(c.id, in, t0, output{result: other}, t1)
+			continue
+		}
+		leases[i] = c.granted(in, leases[i], t0, t1)
+	}
+	return leases, err
+}
+
+// call is the input of an acquire of key with opts.
+func call(key string, opts []locker.Option) input {
+	o, _ := locker.Resolve(key, opts...)
+	return input{kind: acquire, key: key, shared: o.Shared, subtree: o.Subtree}
+}
+
+func (c *Client) acquire(in input, take func() (locker.Lease, error)) (locker.Lease, error) {
+	t0 := c.r.now()
+	lease, err := take()
+	t1 := c.r.now()
 	switch {
 	case err == nil:
-		in.lease, out.fence = c.r.newLease(), lease.Fence()
-		lease = &recorded{Lease: lease, c: c, id: in.lease}
-		c.r.live.Go(func() { c.r.watch(c.id, lease.(*recorded)) })
+		return c.granted(in, lease, t0, t1), nil
 	case errors.Is(err, locker.ErrLocked):
-		out.result = refused
+		c.r.add(c.id, in, t0, output{result: refused}, t1)
 	default:
-		in.kind, out.result = failed, other
+		in.kind = failed
+		c.r.add(c.id, in, t0, output{result: other}, t1)
 	}
-	c.r.add(c.id, in, t0, out, t1)
 	return lease, err
+}
+
+// granted records the grant of lease, taken between t0 and t1, and
+// returns it recording its calls.
+func (c *Client) granted(in input, lease locker.Lease, t0, t1 int64) locker.Lease {
+	in.lease = c.r.newLease()
+	c.r.add(c.id, in, t0, output{fence: lease.Fence()}, t1)
+	in.kind = release
+	rec := &recorded{Lease: lease, c: c, in: in}
+	c.r.live.Go(func() { c.r.watch(c.id, rec) })
+	return rec
 }
 
 // recorded is a granted lease whose calls go into the history.
 type recorded struct {
 	locker.Lease
 	c  *Client
-	id int
+	in input // its key, mode, space and lease number
+}
+
+func (l *recorded) input(k kind) input {
+	in := l.in
+	in.kind = k
+	return in
 }
 
 // Unlock records the call. One that failed for another reason than "not
@@ -99,7 +138,7 @@ func (l *recorded) Unlock(ctx context.Context) error {
 	r := l.c.r
 	t0 := r.now()
 	err := l.Lease.Unlock(ctx)
-	in, out := input{kind: release, key: l.Key(), lease: l.id}, output{result: classify(err)}
+	in, out := l.input(release), output{result: classify(err)}
 	if out.result == other {
 		in.kind = end
 		r.add(l.c.id, in, t0, out, math.MaxInt64)
@@ -114,7 +153,7 @@ func (l *recorded) Refresh(ctx context.Context) error {
 	r := l.c.r
 	t0 := r.now()
 	err := l.Lease.Refresh(ctx)
-	r.add(l.c.id, input{kind: refresh, key: l.Key(), lease: l.id}, t0, output{result: classify(err)}, r.now())
+	r.add(l.c.id, l.input(refresh), t0, output{result: classify(err)}, r.now())
 	return err
 }
 
@@ -128,7 +167,7 @@ func (r *Recorder) watch(client int, l *recorded) {
 		return // unlocked: its Unlock is in the history
 	}
 	from := min(seen, int64(l.Deadline().Sub(r.start)))
-	r.add(client, input{kind: end, key: l.Key(), lease: l.id}, from, output{}, math.MaxInt64)
+	r.add(client, l.input(end), from, output{}, math.MaxInt64)
 }
 
 func classify(err error) result {
@@ -205,17 +244,20 @@ func (r *Recorder) Check(ctx context.Context) error {
 }
 
 // dropContendedRefusals leaves out the refusals that overlap another
-// acquire of their key: where the backend queues (ZooKeeper's sequential
-// nodes), a TryLock sees a competing attempt's place in the queue, which
-// that attempt may give up a moment later, so the key was taken, if only
-// by an attempt. A refusal changes no state in the model, so leaving one
-// out drops a check, never makes a violation pass that another call shows.
+// acquire in their partition: where the backend queues (ZooKeeper's
+// sequential nodes), a TryLock sees a competing attempt's place in the
+// queue, which that attempt may give up a moment later, so the key was
+// taken, if only by an attempt; and a waiting exclusive Lock keeps later
+// shared ones out (as a waiter on an ancestor path keeps out a subtree
+// lock below it) without holding anything. A refusal changes no state in
+// the model, so leaving one out drops a check, never makes a violation
+// pass that another call shows.
 func dropContendedRefusals(ops []porcupine.Operation) []porcupine.Operation {
 	contended := func(r porcupine.Operation) bool {
 		in := r.Input.(input)
 		for _, o := range ops {
 			oi := o.Input.(input)
-			if o != r && oi.key == in.key && (oi.kind == acquire || oi.kind == failed) &&
+			if o != r && oi.partition() == in.partition() && (oi.kind == acquire || oi.kind == failed) &&
 				o.Call < r.Return && r.Call < o.Return {
 				return true
 			}

@@ -7,11 +7,15 @@ package rediskey
 // handed out before, as long as it grew by less than one a microsecond:
 // fences never go back. The value stays exact in Lua's doubles (below
 // 2^53) for a few centuries yet.
-func ClockFloor(n string) string {
+func ClockFloor(n string) string { return ClockFloorKey("KEYS[" + n + "]") }
+
+// ClockFloorKey is ClockFloor for the counter that the Lua expression key
+// names (a local variable, say).
+func ClockFloorKey(key string) string {
 	return `
-if redis.call('EXISTS', KEYS[` + n + `]) == 0 then
+if redis.call('EXISTS', ` + key + `) == 0 then
   local t = redis.call('TIME')
-  redis.call('SET', KEYS[` + n + `], string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])))
+  redis.call('SET', ` + key + `, string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])))
 end
 `
 }

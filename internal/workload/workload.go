@@ -47,6 +47,26 @@ func (c Contention) Fairness() float64 {
 // if not nil, is called after each acquisition. The first error stops
 // every worker.
 func Contend(ctx context.Context, lockers []locker.Locker, key string, ops int, hold time.Duration, progress func()) (Contention, error) {
+	return contend(ctx, lockers, key, ops, hold, progress, func(int64) []locker.Option { return nil })
+}
+
+// ReadShare is the share of ReadMix's acquisitions that are shared.
+const ReadShare = 0.9
+
+// ReadMix is Contend with nine acquisitions in ten shared (readers) and
+// the tenth exclusive (a writer), as a read-heavy service locks.
+func ReadMix(ctx context.Context, lockers []locker.Locker, key string, ops int, hold time.Duration, progress func()) (Contention, error) {
+	shared := []locker.Option{locker.Shared()}
+	return contend(ctx, lockers, key, ops, hold, progress, func(n int64) []locker.Option {
+		if n%10 == 0 {
+			return nil
+		}
+		return shared
+	})
+}
+
+// contend is Contend with opts(n) the options of the n-th acquisition.
+func contend(ctx context.Context, lockers []locker.Locker, key string, ops int, hold time.Duration, progress func(), opts func(n int64) []locker.Option) (Contention, error) {
 	var (
 		mu    sync.Mutex
 		res   = Contention{PerOwner: make([]int, len(lockers))}
@@ -67,9 +87,9 @@ func Contend(ctx context.Context, lockers []locker.Locker, key string, ops int, 
 	start := time.Now()
 	for i, l := range lockers {
 		wg.Go(func() {
-			for taken.Add(1) <= int64(ops) {
+			for n := taken.Add(1); n <= int64(ops); n = taken.Add(1) {
 				t0 := time.Now()
-				lease, err := l.Lock(ctx, key)
+				lease, err := l.Lock(ctx, key, opts(n)...)
 				if err != nil {
 					fail(err)
 					return
