@@ -54,7 +54,7 @@ func TestAbandonTakesBackALostGrant(t *testing.T) {
 	// The grant lands; pretend its reply was lost, then abandon the call.
 	acquire(t, d, call(key, "call1"))
 	d.Abandon(ctx, call(key, "call1"))
-	if _, err := d.Status(ctx, key); !errors.Is(err, locker.ErrNotHeld) {
+	if _, err := d.Status(ctx, driver.Plain, key); !errors.Is(err, locker.ErrNotHeld) {
 		t.Fatalf("after abandoning a lost grant, Status = %v; want the key free", err)
 	}
 
@@ -62,20 +62,20 @@ func TestAbandonTakesBackALostGrant(t *testing.T) {
 	first := acquire(t, d, call(key, "call2"))
 	acquire(t, d, call(key, "call3"))
 	d.Abandon(ctx, call(key, "call3"))
-	info, err := d.Status(ctx, key)
+	info, err := d.Status(ctx, driver.Plain, key)
 	if err != nil || info.Holds != 1 {
 		t.Fatalf("after abandoning a lost re-entry: %+v, %v; want the first hold alone", info, err)
 	}
 	// Abandoning again, or a call that never held, changes nothing.
 	d.Abandon(ctx, call(key, "call3"))
 	d.Abandon(ctx, call(key, "other"))
-	if info, err := d.Status(ctx, key); err != nil || info.Holds != 1 {
+	if info, err := d.Status(ctx, driver.Plain, key); err != nil || info.Holds != 1 {
 		t.Fatalf("a repeated or foreign abandon changed the lock: %+v, %v", info, err)
 	}
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Status(ctx, key); !errors.Is(err, locker.ErrNotHeld) {
+	if _, err := d.Status(ctx, driver.Plain, key); !errors.Is(err, locker.ErrNotHeld) {
 		t.Fatalf("Status after the last Unlock = %v", err)
 	}
 }
@@ -96,7 +96,7 @@ func TestReleaseRetriedDropsOnlyItsHold(t *testing.T) {
 	if err := a.Release(ctx); !errors.Is(err, locker.ErrNotHeld) {
 		t.Errorf("a second release of the same hold = %v, want ErrNotHeld", err)
 	}
-	if info, err := d.Status(ctx, key); err != nil || info.Holds != 1 {
+	if info, err := d.Status(ctx, driver.Plain, key); err != nil || info.Holds != 1 {
 		t.Fatalf("after hold a was released twice: %+v, %v; want b's hold alone", info, err)
 	}
 	b := &hold{d: d, key: key, owner: "me", ttl: 15000, id: d.sub.token("b"), unsure: true}
@@ -106,7 +106,7 @@ func TestReleaseRetriedDropsOnlyItsHold(t *testing.T) {
 	if err := b.Release(ctx); err != nil { // its first reply was lost: done is done
 		t.Errorf("a release retried after a lost reply = %v, want nil", err)
 	}
-	if _, err := d.Status(ctx, key); !errors.Is(err, locker.ErrNotHeld) {
+	if _, err := d.Status(ctx, driver.Plain, key); !errors.Is(err, locker.ErrNotHeld) {
 		t.Fatalf("Status after both holds were released = %v", err)
 	}
 }

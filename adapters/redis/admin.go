@@ -1,10 +1,11 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -12,38 +13,62 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
 	"github.com/locker-go/locker/internal/rediskey"
 )
 
-// Status returns the holder of key, or ErrNotHeld.
-func (d *redisDriver) Status(ctx context.Context, key string) (locker.LockInfo, error) {
-	k := d.keys(key)
-	pipe := d.client.Pipeline()
-	get := pipe.Get(ctx, k[0])
-	pttl := pipe.PTTL(ctx, k[0])
-	waiters := pipe.ZCard(ctx, k[1])
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+// Status returns the S and X holders of key in space, or ErrNotHeld.
+func (d *redisDriver) Status(ctx context.Context, space driver.Space, key string) (locker.LockInfo, error) {
+	k := d.keys(space, key)
+	v, err := statusScript.Run(ctx, d.client, k[:3]).Slice()
+	if err != nil {
 		return locker.LockInfo{}, backendErr(ctx, err)
 	}
-	v, err := get.Result()
-	if errors.Is(err, goredis.Nil) {
+	info := locker.LockInfo{Key: key, Space: space, Mode: driver.Shared}
+	if len(v) > 0 {
+		info.Waiters = int(v[0].(int64))
+	}
+	now := time.Now()
+	for i := 1; i+4 < len(v); i += 5 {
+		m, owner, fence, holds, left := v[i].(int64), v[i+1].(string), v[i+2].(int64), v[i+3].(int64), v[i+4].(int64)
+		if driver.Mode(m) == driver.Exclusive {
+			info.Mode = driver.Exclusive
+		}
+		info.Holders = append(info.Holders, driver.Holder{Owner: owner, Fence: uint64(fence), Holds: int(holds), Expires: now.Add(time.Duration(left) * time.Millisecond)})
+	}
+	if len(info.Holders) == 0 {
 		return locker.LockInfo{}, fmt.Errorf("%w: %q is free", locker.ErrNotHeld, key)
 	}
-	parts := strings.SplitN(v, ":", 3) // fence:ids:owner
-	fence, err := strconv.ParseUint(parts[0], 10, 64)
-	if len(parts) != 3 || err != nil {
-		return locker.LockInfo{}, fmt.Errorf("locker/redis: malformed lock value at %q", key)
-	}
-	info := locker.LockInfo{Key: key, Owner: parts[2], Fence: fence, Holds: len(strings.Fields(parts[1])), Waiters: int(waiters.Val())}
-	if pttl.Val() > 0 {
-		info.Expires = time.Now().Add(pttl.Val())
-	}
+	slices.SortFunc(info.Holders, func(a, b driver.Holder) int { return cmp.Compare(a.Fence, b.Fence) })
+	first := info.Holders[0]
+	info.Owner, info.Fence, info.Holds, info.Expires = first.Owner, first.Fence, first.Holds, first.Expires
 	return info, nil
 }
 
-// List returns the held locks whose keys begin with prefix.
+// List returns the held locks of both spaces whose keys begin with prefix.
 func (d *redisDriver) List(ctx context.Context, prefix string) ([]locker.LockInfo, error) {
-	match := rediskey.MatchPrefix(d.lockKey(prefix))
+	var infos []locker.LockInfo
+	for _, space := range []driver.Space{driver.Plain, driver.Subtree} {
+		keys, err := d.scan(ctx, rediskey.MatchPrefix(d.lockKey(space, prefix)))
+		if err != nil {
+			return nil, backendErr(ctx, err)
+		}
+		for _, k := range keys {
+			info, err := d.Status(ctx, space, strings.TrimPrefix(k, d.lockKey(space, "")))
+			if errors.Is(err, locker.ErrNotHeld) {
+				continue // released since the scan
+			}
+			if err != nil {
+				return nil, err
+			}
+			infos = append(infos, info)
+		}
+	}
+	return infos, nil
+}
+
+// scan returns the keys matching match, on every master of a cluster.
+func (d *redisDriver) scan(ctx context.Context, match string) ([]string, error) {
 	var (
 		mu   sync.Mutex
 		keys []string
@@ -55,33 +80,17 @@ func (d *redisDriver) List(ctx context.Context, prefix string) ([]locker.LockInf
 		mu.Unlock()
 		return err
 	}
-	var err error
 	if cc, ok := d.client.(*goredis.ClusterClient); ok { // SCAN is per node
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error { return scan(ctx, c) })
-	} else {
-		err = scan(ctx, d.client)
+		return keys, cc.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error { return scan(ctx, c) })
 	}
-	if err != nil {
-		return nil, backendErr(ctx, err)
-	}
-	infos := make([]locker.LockInfo, 0, len(keys))
-	for _, k := range keys {
-		info, err := d.Status(ctx, strings.TrimPrefix(k, d.lockKey("")))
-		if errors.Is(err, locker.ErrNotHeld) {
-			continue // released since the scan
-		}
-		if err != nil {
-			return nil, err
-		}
-		infos = append(infos, info)
-	}
-	return infos, nil
+	return keys, scan(ctx, d.client)
 }
 
-// ForceUnlock deletes key's lock whoever holds it and wakes its waiters.
-// The holder finds out at its next refresh (within TTL/3 with keep-alive).
-func (d *redisDriver) ForceUnlock(ctx context.Context, key string) error {
-	n, err := forceScript.Run(ctx, d.client, d.keys(key), d.wakePrefix()).Int()
+// ForceUnlock drops key's S and X holders whoever they are and wakes its
+// waiters. The holders find out at their next refresh (within TTL/3 with
+// keep-alive).
+func (d *redisDriver) ForceUnlock(ctx context.Context, space driver.Space, key string) error {
+	n, err := forceScript.Run(ctx, d.client, d.keys(space, key), d.wakePrefix()).Int()
 	if err != nil {
 		return backendErr(ctx, err)
 	}

@@ -10,6 +10,25 @@
 // also keeps its place: a crashed waiter's place lapses after its TTL.
 // TryLock never queues and fails while others wait.
 //
+// Shared, intention and subtree locks (driver.ModeKeeper): a key's holders
+// are a hash of owner-and-mode records with a count per mode, and the
+// queue's tokens carry their waiter's mode, so that one script applies the
+// whole grant rule: a request is granted if no holder's mode and no
+// earlier waiter's mode excludes it, without scanning the compatible ones
+// (a subtree's top node may have thousands of intention holders). A
+// release wakes every waiter it admits (all the readers at the head of
+// the queue). An exclusive holder is alone, so the key's own expiry is its
+// lapse; the others lapse by a sorted set of expiries. Subtree paths live
+// under "tlock:", "tqueue:", ... apart from plain keys. LockAll and a
+// subtree lock take all their keys in one script, and a subtree lease lets
+// them go in one (driver.Batcher); on a Cluster, only where the prefix has
+// a hash tag (one script cannot reach several slots).
+//
+// The stored layout of a lock changed with modes (a hash, no longer a
+// string): a client of an earlier version meeting a lock of this one, or
+// the reverse, fails with Redis's WRONGTYPE error rather than misreading
+// it. Upgrade every client of a prefix together, or move to a new prefix.
+//
 // The fence is an INCR of prefix+"fence"; lost with the server's data (a
 // restart without persistence), the counter starts again from the server's
 // clock in microseconds, so fences never go back. With a Cluster client, choose a
@@ -33,6 +52,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -117,48 +137,90 @@ func Open(ctx context.Context, u *url.URL) (locker.Locker, error) {
 	return New(client, opts...)
 }
 
-func (d *redisDriver) lockKey(key string) string { return d.prefix + "lock:" + key }
-
-// keys are the lock's keys in the order the scripts take them.
-func (d *redisDriver) keys(key string) []string {
-	return []string{d.lockKey(key), d.prefix + "queue:" + key, d.prefix + "qexp:" + key}
+// base is the first part of the names of a space's keys: "" for plain
+// keys, "t" for subtree paths ("tlock:a/b"), so the spaces never meet.
+func base(space driver.Space) string {
+	if space == driver.Subtree {
+		return "t"
+	}
+	return ""
 }
+
+func (d *redisDriver) lockKey(space driver.Space, key string) string {
+	return d.prefix + base(space) + "lock:" + key
+}
+
+// keys are the lock's keys in the order the scripts take them: lock, exp,
+// queue, qexp (see scripts.go).
+func (d *redisDriver) keys(space driver.Space, key string) []string {
+	b := d.prefix + base(space)
+	return []string{b + "lock:" + key, b + "exp:" + key, b + "queue:" + key, b + "qexp:" + key}
+}
+
+func (d *redisDriver) fenceKey() string { return d.prefix + "fence" }
 
 // wakePrefix and a waiter's client id name the channel of its turn.
 func (d *redisDriver) wakePrefix() string { return d.prefix + "w:" }
 
+// KeepsModes declares that the scripts grant by driver.ModeKeeper's rule.
+func (d *redisDriver) KeepsModes() {}
+
+// place is r's token in its key's queue once it listens (r.Queue), else
+// "": its hold's id and its mode.
+func (d *redisDriver) place(r *driver.Request) string {
+	if !r.Queue {
+		return ""
+	}
+	return d.sub.waiter(r)
+}
+
 // Acquire runs the acquire script once. The call's token is the id of its
-// hold and, once the call listens (r.Queue), its place in the queue.
+// hold and, once the call listens (r.Queue), with its mode its place in
+// the queue.
 func (d *redisDriver) Acquire(ctx context.Context, r *driver.Request) (driver.Grant, error) {
 	ttl := max(r.TTL.Milliseconds(), 1)
-	call, place := d.sub.token(r.ID), ""
-	if r.Queue {
-		place = call
+	call := d.sub.token(r.ID)
+	keys := append(d.keys(r.Space, r.Key), d.fenceKey())
+	script := acquireScript
+	if r.Mode == driver.Exclusive {
+		script = exclusiveScript
 	}
-	keys := append(d.keys(r.Key), d.prefix+"fence")
-	res, err := acquireScript.Run(ctx, d.client, keys, r.Owner, ttl, call, place).Int64Slice()
+	res, err := script.Run(ctx, d.client, keys, r.Owner, int(r.Mode), ttl, call, d.place(r)).Int64Slice()
 	if err != nil {
 		return driver.Grant{}, backendErr(ctx, err)
 	}
-	if res[0] == 0 {
+	switch res[0] {
+	case -1:
+		return driver.Grant{}, mismatch(r, res[1])
+	case 0:
 		retry := time.Duration(res[1]) * time.Millisecond // 0: expiring now
 		if r.Queue {
 			retry = min(retry, r.TTL/3) // look again in time to keep our place
 		}
 		return driver.Grant{Retry: retry}, nil
 	}
-	return driver.Grant{Fence: uint64(res[1]), Hold: &hold{d: d, key: r.Key, owner: r.Owner, ttl: ttl, id: call}}, nil
+	return driver.Grant{Fence: uint64(res[1]), Hold: d.hold(r, call, ttl)}, nil
+}
+
+// hold is the hold of r, granted under the id call.
+func (d *redisDriver) hold(r *driver.Request, call string, ttl int64) *hold {
+	return &hold{d: d, space: r.Space, key: r.Key, owner: r.Owner, mode: r.Mode, ttl: ttl, id: call}
+}
+
+// mismatch is the error of r, whose owner holds its key in mode held.
+func mismatch(r *driver.Request, held int64) error {
+	return fmt.Errorf("%w: owner %q holds %q as %v, asks for %v", locker.ErrModeMismatch, r.Owner, r.Key, driver.Mode(held), r.Mode)
 }
 
 // Abandon undoes what a failed call may have left: its place in the
 // queue, and a hold granted although the reply never came back.
 func (d *redisDriver) Abandon(ctx context.Context, r *driver.Request) {
-	_ = abandonScript.Run(ctx, d.client, d.keys(r.Key), d.sub.token(r.ID), d.wakePrefix()).Err()
+	_ = abandonScript.Run(ctx, d.client, d.keys(r.Space, r.Key), r.Owner, int(r.Mode), d.sub.token(r.ID), d.sub.waiter(r), d.wakePrefix()).Err()
 }
 
 // Subscribe listens for the call's turn, announced on its Locker's channel.
 func (d *redisDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan struct{}, func(), error) {
-	return d.sub.hub.Subscribe(ctx, d.sub.token(r.ID))
+	return d.sub.hub.Subscribe(ctx, d.sub.waiter(r))
 }
 
 // Listening is true once the Locker's channel is up: later waits then
@@ -196,8 +258,13 @@ func newSubscriber(client goredis.UniversalClient, prefix string) *subscriber {
 	return s
 }
 
-// token names a waiting call of this Locker in a key's queue.
+// token names a call of this Locker: its hold's id.
 func (s *subscriber) token(call string) string { return s.id + "." + call }
+
+// waiter names a waiting call in its key's queue: its token and mode.
+func (s *subscriber) waiter(r *driver.Request) string {
+	return s.token(r.ID) + ":" + strconv.Itoa(int(r.Mode))
+}
 
 // live reports whether the channel is subscribed.
 func (s *subscriber) live() bool {
@@ -267,14 +334,16 @@ func (s *subscriber) close() error {
 // hold is one lease's owner-checked backend calls.
 type hold struct {
 	d          *redisDriver
+	space      driver.Space
 	key, owner string
+	mode       driver.Mode
 	ttl        int64  // ms
-	id         string // our hold's id in the lock's value
+	id         string // our hold's id in its holder's record
 	unsure     bool   // a Release got no answer: it may have been applied
 }
 
 func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
-	ok, err := refreshScript.Run(ctx, h.d.client, []string{h.d.lockKey(h.key)}, h.owner, h.ttl, h.id).Int()
+	ok, err := refreshScript.Run(ctx, h.d.client, h.d.keys(h.space, h.key)[:2], h.owner, int(h.mode), h.ttl, h.id).Int()
 	if err != nil {
 		return 0, backendErr(ctx, err)
 	}
@@ -285,7 +354,7 @@ func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 }
 
 func (h *hold) Release(ctx context.Context) error {
-	ok, err := releaseScript.Run(ctx, h.d.client, h.d.keys(h.key), h.owner, h.id, h.d.wakePrefix()).Int()
+	ok, err := releaseScript.Run(ctx, h.d.client, h.d.keys(h.space, h.key), h.owner, int(h.mode), h.id, h.d.wakePrefix()).Int()
 	if err != nil {
 		h.unsure = true // the lease serialises Release calls
 		return backendErr(ctx, err)

@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,29 +59,41 @@ func harness(t testing.TB, proxied bool) conformance.Harness {
 			crasher.Track(l, p)
 			return l, nil
 		},
-		Crash: crasher.Crash,
-		Hang:  crasher.Blackhole,
-		Slow:  crasher.Delay,
-		// Count is held locks plus queued waiters.
-		Count: func(ctx context.Context, keyPrefix string) (int, error) {
-			locks, err := admin.Keys(ctx, rediskey.MatchPrefix(prefix+"lock:"+keyPrefix)).Result()
-			if err != nil {
-				return 0, err
-			}
-			queues, err := admin.Keys(ctx, rediskey.MatchPrefix(prefix+"queue:"+keyPrefix)).Result()
-			if err != nil {
-				return 0, err
-			}
-			n := len(locks)
-			for _, q := range queues {
-				n += int(admin.ZCard(ctx, q).Val())
-			}
-			return n, nil
-		},
+		Crash:     crasher.Crash,
+		Hang:      crasher.Blackhole,
+		Slow:      crasher.Delay,
+		Count:     func(ctx context.Context, keyPrefix string) (int, error) { return count(ctx, admin, keyPrefix) },
 		FIFO:      true,
 		TTL:       time.Second,
 		RoundTrip: func(ctx context.Context) error { return admin.Ping(ctx).Err() },
 	}
+}
+
+// count is the records of keys beginning with keyPrefix, in both spaces:
+// holders (their hash fields "h...") and queued waiters.
+func count(ctx context.Context, admin *goredis.Client, keyPrefix string) (int, error) {
+	n := 0
+	for _, space := range []string{"", "t"} {
+		locks, err := admin.Keys(ctx, rediskey.MatchPrefix(prefix+space+"lock:"+keyPrefix)).Result()
+		if err != nil {
+			return 0, err
+		}
+		for _, l := range locks {
+			for _, f := range admin.HKeys(ctx, l).Val() {
+				if strings.HasPrefix(f, "h") {
+					n++
+				}
+			}
+		}
+		queues, err := admin.Keys(ctx, rediskey.MatchPrefix(prefix+space+"queue:"+keyPrefix)).Result()
+		if err != nil {
+			return 0, err
+		}
+		for _, q := range queues {
+			n += int(admin.ZCard(ctx, q).Val())
+		}
+	}
+	return n, nil
 }
 
 func TestConformance(t *testing.T) {

@@ -6,28 +6,36 @@ import (
 	"github.com/locker-go/locker/internal/rediskey"
 )
 
-// Per key, under the prefix:
+// Per lock, under the prefix (the Subtree space's names begin with "t"):
 //
-//	lock:<key>   string "fence:ids:owner", its PX expiry the lease
+//	lock:<key>   hash: "h<mode>:<owner>" -> "fence:ids" per holder, one
+//	             per owner and mode, ids being its holds (one per lease,
+//	             the id of the call that took it, space-separated); and
+//	             "c<mode>" -> how many holders the key has in that mode
+//	exp:<key>    sorted set "<mode>:<owner>" by when that holder lapses
+//	             (ms, server clock), for holders other than X
 //	queue:<key>  sorted set of waiting Lock calls' tokens, by arrival
-//	qexp:<key>   hash token -> when that waiter's place lapses (ms, server clock)
+//	qexp:<key>   hash token -> when that waiter's place lapses
 //
-// ids are the holds, one per lease (the id of the call that took it),
-// space-separated. Adding an id that is there, or removing one that is not,
-// changes nothing, so a retried call applies once and a release drops only
-// its own hold. A waiter refreshes its place each time it looks; its token
-// "client.call" is published on its client's channel only, w:<client>.
+// Modes are driver.Mode's values: 0 X, 1 S, 2 IS, 3 IX; a token
+// "client.call:mode" carries its waiter's. An X holder is alone, so the
+// lock's own PX expiry is its lapse; the others lapse by exp, and are
+// evicted in expiry order whenever a script meets them, so the counts
+// answer "does an incompatible holder exist" without scanning compatible
+// ones (a subtree's top node may have thousands of intention holders).
+// The keys expire with the last holder. Adding an id that is there, or
+// removing one that is not, changes nothing, so a retried call applies
+// once and a release drops only its own hold. A waiter refreshes its place
+// each time it looks; its token is published on its client's channel
+// only, w:<client>, when a change may admit it.
+//
+// Every script begins with its fast path, the one an exclusive lock takes
+// when nobody else is there, in as few server calls as before modes (each
+// call costs the single-threaded server time; TIME the most): helpers and
+// the clock come after it.
 
-// prelude holds the helpers every script shares.
-const prelude = `
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
--- parse splits a lock value into fence, ids and owner.
-local function parse(v)
-  return string.match(v, '^(%d+):([^:]*):(.*)$')
-end
+// ids holds the helpers of hold-id lists.
+const ids = `
 local function has(ids, id)
   return string.find(' ' .. ids .. ' ', ' ' .. id .. ' ', 1, true) ~= nil
 end
@@ -38,120 +46,473 @@ local function without(ids, id)
   end
   return table.concat(rest, ' ')
 end
+`
+
+// basics holds the helpers of the queue and of lapsed holders, which the
+// exclusive acquire needs too.
+const basics = `
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- evict drops the holders that lapsed by now; true if there were any.
+local function evict(lock, exp, now)
+  local lapsed = redis.call('ZRANGEBYSCORE', exp, '-inf', now)
+  for _, m in ipairs(lapsed) do
+    if redis.call('HDEL', lock, 'h' .. m) == 1 then
+      redis.call('HINCRBY', lock, 'c' .. string.sub(m, 1, 1), -1)
+    end
+    redis.call('ZREM', exp, m)
+  end
+  return #lapsed > 0
+end
+-- enqueue keeps token's place, a newcomer's after every waiter: scores
+-- rise strictly, since Redis orders equal scores by name, and a newcomer
+-- sorted before an earlier waiter would keep it out while nobody wakes it.
 local function enqueue(q, qx, token, now, ttl)
-  redis.call('ZADD', q, 'NX', now, token)
+  local last = redis.call('ZRANGE', q, -1, -1, 'WITHSCORES')[2]
+  redis.call('ZADD', q, 'NX', math.max(now, tonumber(last or '0') + 1), token)
   redis.call('HSET', qx, token, now + ttl)
 end
 local function leave(q, qx, token)
   redis.call('ZREM', q, token)
   redis.call('HDEL', qx, token)
 end
--- head drops lapsed waiters and returns the first live one and its expiry.
-local function head(q, qx, now)
+-- keep makes the lock's keys live at least ttl ms more, and no less
+-- than each other.
+local function keep(lock, exp, ttl)
+  local left = redis.call('PTTL', lock)
+  if left < ttl then
+    redis.call('PEXPIRE', lock, ttl)
+    redis.call('PEXPIRE', exp, ttl)
+  elseif redis.call('PTTL', exp) == -1 then
+    redis.call('PEXPIRE', exp, left)
+  end
+end
+`
+
+// prelude holds the helpers of the general paths.
+var prelude = basics + `
+-- compat says whether modes a and b may hold one key together (driver.Mode's matrix).
+local matrix = '0000011001110011'
+local function compat(a, b)
+  return string.byte(matrix, a * 4 + b + 1) == 49
+end
+-- counts returns the holders by mode, indexed 0..3.
+local function counts(lock)
+  local c = redis.call('HMGET', lock, 'c0', 'c1', 'c2', 'c3')
+  return {[0] = tonumber(c[1] or '0'), tonumber(c[2] or '0'), tonumber(c[3] or '0'), tonumber(c[4] or '0')}
+end
+-- blocked says whether a holder's mode excludes m.
+local function blocked(c, m)
+  for o = 0, 3 do
+    if c[o] > 0 and not compat(m, o) then return true end
+  end
+  return false
+end
+local function mode_of(token)
+  return tonumber(string.sub(token, -1))
+end
+-- waiting visits the live waiters in arrival order, dropping lapsed ones,
+-- until visit returns true; it returns what stopped it.
+local function waiting(q, qx, now, visit)
+  local i = 0
   while true do
-    local h = redis.call('ZRANGE', q, 0, 0)[1]
-    if not h then return nil end
-    local exp = tonumber(redis.call('HGET', qx, h) or '0')
-    if exp > now then return h, exp end
-    leave(q, qx, h)
+    local batch = redis.call('ZRANGE', q, i, i + 15)
+    if #batch == 0 then return nil end
+    local exps = redis.call('HMGET', qx, unpack(batch))
+    local kept = 0
+    for j, w in ipairs(batch) do
+      local exp = tonumber(exps[j] or '0')
+      if exp <= now then
+        leave(q, qx, w)
+      else
+        kept = kept + 1
+        if visit(w, exp) then return w, exp end
+      end
+    end
+    i = i + kept
   end
 end
--- announce wakes the first live waiter, if any: its token "client.call"
--- goes out on the channel of its client, wake .. client.
-local function announce(q, qx, wake)
-  if redis.call('EXISTS', q) == 0 then return end
-  local h = head(q, qx, now_ms())
-  if h then redis.call('PUBLISH', wake .. string.match(h, '^([^.]*)'), h) end
+-- ahead returns the expiry of the first live waiter before token ("": a
+-- call that does not queue comes after every waiter) whose mode excludes m.
+local function ahead(q, qx, token, m, now)
+  local w, exp = waiting(q, qx, now, function(w)
+    return w == token or not compat(m, mode_of(w))
+  end)
+  if w and w ~= token then return exp end
+  return nil
 end
--- drop removes hold id from the lock (if owner is given, only from
--- owner's); the last one deletes it and wakes the next waiter. It returns
--- false if id held nothing.
-local function drop(lock, q, qx, wake, id, owner)
-  local v = redis.call('GET', lock)
-  if not v then return false end
-  local f, ids, o = parse(v)
-  if not has(ids, id) or (owner and o ~= owner) then return false end
-  local rest = without(ids, id)
-  if rest ~= '' then
-    redis.call('SET', lock, f .. ':' .. rest .. ':' .. o, 'KEEPTTL')
+-- announce wakes every waiter the holders (counts c, else the lock's) and
+-- the waiters before it now admit; past a waiting X, nobody is.
+local function announce(lock, q, qx, wake, now, c)
+  c = c or counts(lock)
+  if c[0] > 0 then return end
+  local seen = {[0] = 0, 0, 0, 0}
+  waiting(q, qx, now, function(w)
+    local m = mode_of(w)
+    if not blocked(c, m) and not blocked(seen, m) then
+      redis.call('PUBLISH', wake .. string.match(w, '^([^.]*)'), w)
+    end
+    seen[m] = 1
+    return m == 0
+  end)
+end
+-- state reads, in one call, the holder counts by mode and owner's holder
+-- of the lock: its mode, field and record if any (one in another mode
+-- than m first: a mismatch).
+local function state(lock, owner, m)
+  local f = redis.call('HMGET', lock, 'c0', 'c1', 'c2', 'c3', 'h0:' .. owner, 'h1:' .. owner, 'h2:' .. owner, 'h3:' .. owner)
+  local c = {[0] = tonumber(f[1] or '0'), tonumber(f[2] or '0'), tonumber(f[3] or '0'), tonumber(f[4] or '0')}
+  for o = 0, 3 do
+    if f[o + 5] and o ~= m then return c, o, 'h' .. o .. ':' .. owner, f[o + 5] end
+  end
+  if f[m + 5] then return c, m, 'h' .. m .. ':' .. owner, f[m + 5] end
+  return c
+end
+-- try applies the grant rule to one request without granting it: nil if
+-- it may be granted (then field and rec are the owner's holder to
+-- re-enter, if any), else {0, ms to wait} or {-1, the mode held}.
+local function try(lock, exp, q, qx, owner, m, token, ttl, now)
+  local c, o, field, rec = state(lock, owner, m)
+  if c[1] + c[2] + c[3] > 0 and evict(lock, exp, now) then -- X holders lapse with the lock
+    c, o, field, rec = state(lock, owner, m)
+  end
+  if o and o ~= m then return {-1, o} end
+  if o then return nil, field, rec end
+  if blocked(c, m) then
+    local left = redis.call('PTTL', lock)
+    return {0, left >= 0 and left or ttl}
+  end
+  local exp_w = ahead(q, qx, token, m, now)
+  if exp_w then return {0, exp_w - now} end
+  return nil
+end
+-- grant makes the request a holder (or joins its owner's holder) and
+-- returns its fence (none for an intention holder: never a lease's).
+local function grant(lock, exp, q, qx, fence, owner, m, id, token, ttl, now, field, rec)
+  local member = m .. ':' .. owner
+  local f
+  if field then
+    local held
+    f, held = string.match(rec, '^(%d+):(.*)$')
+    if not has(held, id) then redis.call('HSET', lock, field, f .. ':' .. held .. ' ' .. id) end
+    f = tonumber(f)
   else
-    redis.call('DEL', lock)
-    announce(q, qx, wake)
+    f = 0
+    if m < 2 then
+` + rediskey.ClockFloorKey("fence") + `
+      f = redis.call('INCR', fence)
+    end
+    if m == 0 then -- alone: the lock's expiry is its own
+      redis.call('HSET', lock, 'h' .. member, string.format('%d:%s', f, id), 'c0', 1)
+      redis.call('PEXPIRE', lock, ttl)
+      if token ~= '' then leave(q, qx, token) end
+      return f
+    end
+    redis.call('HSET', lock, 'h' .. member, string.format('%d:%s', f, id))
+    redis.call('HINCRBY', lock, 'c' .. m, 1)
   end
+  if m ~= 0 then redis.call('ZADD', exp, 'GT', now + ttl, member) end
+  keep(lock, exp, ttl)
+  if token ~= '' then leave(q, qx, token) end
+  return f
+end
+-- drop removes hold id from owner's holder in mode m; the last one removes
+-- the holder (and the keys, with the last holder) and wakes the waiters it
+-- admits. It returns false if id held nothing.
+local function drop(lock, exp, q, qx, wake, owner, m, id, now)
+  local field = 'h' .. m .. ':' .. owner
+  local rec = redis.call('HGET', lock, field)
+  if not rec then return false end
+  local f, held = string.match(rec, '^(%d+):(.*)$')
+  if not has(held, id) then return false end
+  local rest = without(held, id)
+  if rest ~= '' then
+    redis.call('HSET', lock, field, f .. ':' .. rest)
+    return true
+  end
+  redis.call('HDEL', lock, field)
+  redis.call('ZREM', exp, m .. ':' .. owner)
+  if redis.call('HINCRBY', lock, 'c' .. m, -1) <= 0 and redis.call('ZCARD', exp) == 0 then
+    redis.call('DEL', lock, exp)
+  end
+  announce(lock, q, qx, wake, now)
   return true
 end
 `
 
-// acquireScript: KEYS lock, queue, qexp, fence counter; ARGV owner, ttl ms,
-// call id (the new hold's id), token ("" for TryLock, which never queues).
-// Returns {1, fence} when held (new or re-entered); {0, ms} when not, ms
-// being how long until the holder's lease or the first waiter's place lapses.
-var acquireScript = goredis.NewScript(prelude + `
-local ttl = tonumber(ARGV[2])
-local v = redis.call('GET', KEYS[1])
-if v then
-  local f, ids, o = parse(v)
-  if o == ARGV[1] then
-    if not has(ids, ARGV[3]) then
-      local keep = math.max(ttl, redis.call('PTTL', KEYS[1]))
-      redis.call('SET', KEYS[1], f .. ':' .. ids .. ' ' .. ARGV[3] .. ':' .. o, 'PX', keep)
-    end
-    if ARGV[4] ~= '' then leave(KEYS[2], KEYS[3], ARGV[4]) end
-    return {1, tonumber(f)}
+// acquireScript: KEYS lock, exp, queue, qexp, fence counter; ARGV owner,
+// mode, ttl ms, call id (the new hold's id), token ("" for TryLock, which
+// never queues). Returns {1, fence} when held (new or re-entered); {0, ms}
+// when not, ms being how long until what refused it lapses; {-1, mode}
+// when the owner holds the key in another mode.
+var acquireScript = goredis.NewScript(`
+local m, ttl, token = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[5]
+if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
+  -- A key nobody holds or waits for.
+  local f = 0
+  if m < 2 then
+` + rediskey.ClockFloor("5") + `
+    f = redis.call('INCR', KEYS[5])
   end
-  if ARGV[4] ~= '' then enqueue(KEYS[2], KEYS[3], ARGV[4], now_ms(), ttl) end
-  local left = redis.call('PTTL', KEYS[1])
-  return {0, left >= 0 and left or ttl} -- no expiry: not ours; look again after our TTL
-end
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  local now = now_ms()
-  local h, exp = head(KEYS[2], KEYS[3], now)
-  if h and h ~= ARGV[4] then
-    if ARGV[4] ~= '' then enqueue(KEYS[2], KEYS[3], ARGV[4], now, ttl) end
-    return {0, exp - now}
+  redis.call('HSET', KEYS[1], 'h' .. m .. ':' .. ARGV[1], string.format('%d:%s', f, ARGV[4]), 'c' .. m, 1)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  if m ~= 0 then
+    local t = redis.call('TIME')
+    redis.call('ZADD', KEYS[2], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ttl, m .. ':' .. ARGV[1])
+    redis.call('PEXPIRE', KEYS[2], ttl)
   end
-  if h then leave(KEYS[2], KEYS[3], h) end
+  return {1, f}
 end
-` + rediskey.ClockFloor("4") + `
-local f = redis.call('INCR', KEYS[4])
-redis.call('SET', KEYS[1], string.format('%d:%s:%s', f, ARGV[3], ARGV[1]), 'PX', ttl)
-return {1, f}
+` + ids + prelude + `
+local now = now_ms()
+local no, field, rec = try(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], m, token, ttl, now)
+if no then
+  if no[1] == 0 and token ~= '' then enqueue(KEYS[3], KEYS[4], token, now, ttl) end
+  return no
+end
+return {1, grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], m, ARGV[4], token, ttl, now, field, rec)}
 `)
 
-// releaseScript: KEYS lock, queue, qexp; ARGV owner, hold id, wake channel
-// prefix. Drops that hold (see drop): 1 if it was there, 0 if not.
-var releaseScript = goredis.NewScript(prelude + `
-if drop(KEYS[1], KEYS[2], KEYS[3], ARGV[3], ARGV[2], ARGV[1]) then return 1 end
+// exclusiveScript is acquireScript for an exclusive request, whose every
+// holder and waiter ahead excludes it: the rule needs the holder counts,
+// the owner's own records and the queue's head, in few server calls and
+// no Lua helpers on its way (each costs the server time at every call).
+var exclusiveScript = goredis.NewScript(`
+local ttl, token, o = tonumber(ARGV[3]), ARGV[5], ARGV[1]
+if redis.call('EXISTS', KEYS[1], KEYS[3]) > 0 then
+  local f = redis.call('HMGET', KEYS[1], 'c0', 'c1', 'c2', 'c3', 'h0:' .. o, 'h1:' .. o, 'h2:' .. o, 'h3:' .. o)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if f[2] or f[3] or f[4] then -- other modes' holders lapse by exp: evict those that did
+    local lapsed = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
+    for _, m in ipairs(lapsed) do
+      if redis.call('HDEL', KEYS[1], 'h' .. m) == 1 then
+        redis.call('HINCRBY', KEYS[1], 'c' .. string.sub(m, 1, 1), -1)
+      end
+      redis.call('ZREM', KEYS[2], m)
+    end
+    if #lapsed > 0 then
+      f = redis.call('HMGET', KEYS[1], 'c0', 'c1', 'c2', 'c3', 'h0:' .. o, 'h1:' .. o, 'h2:' .. o, 'h3:' .. o)
+    end
+  end
+  for m = 1, 3 do
+    if f[m + 5] then return {-1, m} end
+  end
+  if f[5] then -- re-entry
+    local fence, held = string.match(f[5], '^(%d+):(.*)$')
+    if not string.find(' ' .. held .. ' ', ' ' .. ARGV[4] .. ' ', 1, true) then
+      redis.call('HSET', KEYS[1], 'h0:' .. o, fence .. ':' .. held .. ' ' .. ARGV[4])
+    end
+    if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+    if token ~= '' then
+      redis.call('ZREM', KEYS[3], token)
+      redis.call('HDEL', KEYS[4], token)
+    end
+    return {1, tonumber(fence)}
+  end
+  local refusal
+  if tonumber(f[1] or '0') + tonumber(f[2] or '0') + tonumber(f[3] or '0') + tonumber(f[4] or '0') > 0 then
+    local left = redis.call('PTTL', KEYS[1])
+    refusal = {0, left >= 0 and left or ttl}
+  else
+    while true do -- every waiter ahead excludes an exclusive request
+      local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+      if not head or head == token then break end
+      local exp = tonumber(redis.call('HGET', KEYS[4], head) or '0')
+      if exp > now then
+        refusal = {0, exp - now}
+        break
+      end
+      redis.call('ZREM', KEYS[3], head)
+      redis.call('HDEL', KEYS[4], head)
+    end
+  end
+  if refusal then -- keep the place, a newcomer's after every waiter (see enqueue)
+    if token ~= '' then
+      local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')[2]
+      redis.call('ZADD', KEYS[3], 'NX', math.max(now, tonumber(last or '0') + 1), token)
+      redis.call('HSET', KEYS[4], token, now + ttl)
+    end
+    return refusal
+  end
+  if token ~= '' then
+    redis.call('ZREM', KEYS[3], token)
+    redis.call('HDEL', KEYS[4], token)
+  end
+end
+` + rediskey.ClockFloor("5") + `
+local fence = redis.call('INCR', KEYS[5])
+redis.call('HSET', KEYS[1], 'h0:' .. o, string.format('%d:%s', fence, ARGV[4]), 'c0', 1)
+redis.call('PEXPIRE', KEYS[1], ttl)
+return {1, fence}
+`)
+
+// batchScript: KEYS fence counter, then lock, exp, queue, qexp of each
+// request; ARGV owner, ttl ms, then mode and call id of each. Grants every
+// request or none, none queueing: {1, fence...}; {0, i, ms} when request i
+// (from 1) was refused; {-1, i, mode} on a mismatch.
+var batchScript = goredis.NewScript(ids + prelude + `
+local owner, ttl, n = ARGV[1], tonumber(ARGV[2]), (#KEYS - 1) / 4
+local now = now_ms()
+local joins = {}
+for i = 1, n do
+  local k = 1 + (i - 1) * 4
+  local m = tonumber(ARGV[1 + 2 * i])
+  if redis.call('EXISTS', KEYS[k + 1], KEYS[k + 3]) > 0 then
+    local no, field, rec = try(KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], owner, m, '', ttl, now)
+    if no then return {no[1], i, no[2]} end
+    joins[i] = {field, rec}
+  else
+    joins[i] = {}
+  end
+end
+local fences = {1}
+for i = 1, n do
+  local k = 1 + (i - 1) * 4
+  fences[i + 1] = grant(KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[1], owner,
+    tonumber(ARGV[1 + 2 * i]), ARGV[2 + 2 * i], '', ttl, now, joins[i][1], joins[i][2])
+end
+return fences
+`)
+
+// releaseScript: KEYS lock, exp, queue, qexp; ARGV owner, mode, hold id,
+// wake channel prefix. Drops that hold (see drop): 1 if it was there, 0
+// if not.
+var releaseScript = goredis.NewScript(ids + `
+if ARGV[2] == '0' then
+  -- An exclusive holder, alone: its last hold deletes the lock.
+  local field = 'h0:' .. ARGV[1]
+  local rec = redis.call('HGET', KEYS[1], field)
+  if not rec then return 0 end
+  local f, held = string.match(rec, '^(%d+):(.*)$')
+  if not has(held, ARGV[3]) then return 0 end
+  local rest = without(held, ARGV[3])
+  if rest ~= '' then
+    redis.call('HSET', KEYS[1], field, f .. ':' .. rest)
+    return 1
+  end
+  redis.call('DEL', KEYS[1], KEYS[2])
+  if redis.call('EXISTS', KEYS[3]) == 0 then return 1 end
+  -- The lock is gone: wake the waiters at the head that may hold it
+  -- together (announce's walk, for no holders, without its helpers).
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local matrix, seen, i = '0000011001110011', {}, 0
+  while true do
+    local w = redis.call('ZRANGE', KEYS[3], i, i)[1]
+    if not w then return 1 end
+    if tonumber(redis.call('HGET', KEYS[4], w) or '0') <= now then
+      redis.call('ZREM', KEYS[3], w)
+      redis.call('HDEL', KEYS[4], w)
+    else
+      local m, ok = tonumber(string.sub(w, -1)), true
+      for s in pairs(seen) do
+        ok = ok and string.byte(matrix, m * 4 + s + 1) == 49
+      end
+      if ok then redis.call('PUBLISH', ARGV[4] .. string.match(w, '^([^.]*)'), w) end
+      if m == 0 then return 1 end
+      seen[m], i = true, i + 1
+    end
+  end
+end
+` + prelude + `
+local now = now_ms()
+evict(KEYS[1], KEYS[2], now)
+if drop(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4], ARGV[1], tonumber(ARGV[2]), ARGV[3], now) then return 1 end
 return 0
 `)
 
-// refreshScript: KEYS lock; ARGV owner, ttl ms, hold id: 1 if the hold is
-// there, 0 if not. Never shortens the expiry another hold of the owner set.
-var refreshScript = goredis.NewScript(prelude + `
-local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
-local _, ids, o = parse(v)
-if o ~= ARGV[1] or not has(ids, ARGV[3]) then return 0 end
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+// releaseBatchScript: KEYS lock, exp, queue, qexp of each hold; ARGV wake
+// channel prefix, then owner, mode and hold id of each. Drops the holds in
+// order (see drop): 1 for each that was there, 0 for each that was not.
+var releaseBatchScript = goredis.NewScript(ids + prelude + `
+local now = now_ms()
+local out = {}
+for i = 1, #KEYS / 4 do
+  local k, a = (i - 1) * 4, 2 + (i - 1) * 3
+  evict(KEYS[k + 1], KEYS[k + 2], now)
+  out[i] = drop(KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], ARGV[1], ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], now) and 1 or 0
+end
+return out
+`)
+
+// refreshScript: KEYS lock, exp; ARGV owner, mode, ttl ms, hold id: 1 if
+// the hold is there and live, 0 if not. Never shortens the expiry another
+// hold of the holder set.
+var refreshScript = goredis.NewScript(ids + `
+local member, ttl = ARGV[2] .. ':' .. ARGV[1], tonumber(ARGV[3])
+local rec = redis.call('HGET', KEYS[1], 'h' .. member)
+if not rec or not has(string.match(rec, '^%d+:(.*)$'), ARGV[4]) then return 0 end
+if ARGV[2] ~= '0' then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if tonumber(redis.call('ZSCORE', KEYS[2], member) or '0') <= now then return 0 end
+  redis.call('ZADD', KEYS[2], 'GT', now + ttl, member)
+end
+if redis.call('PTTL', KEYS[1]) < ttl then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
 end
 return 1
 `)
 
-// abandonScript: KEYS lock, queue, qexp; ARGV call, wake channel prefix. A
-// failed call leaves the queue and takes back its hold, if any; if the lock
-// is free, the next waiter, who may have waited behind it, is woken.
-var abandonScript = goredis.NewScript(prelude + `
-leave(KEYS[2], KEYS[3], ARGV[1])
-if not drop(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[1]) and redis.call('EXISTS', KEYS[1]) == 0 then
-  announce(KEYS[2], KEYS[3], ARGV[2])
+// abandonScript: KEYS lock, exp, queue, qexp; ARGV owner, mode, call id,
+// token, wake channel prefix. A failed call leaves the queue and takes
+// back its hold, if any; the waiters it may have kept out are woken.
+var abandonScript = goredis.NewScript(ids + prelude + `
+local now = now_ms()
+leave(KEYS[3], KEYS[4], ARGV[4])
+evict(KEYS[1], KEYS[2], now)
+if not drop(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[5], ARGV[1], tonumber(ARGV[2]), ARGV[3], now) then
+  announce(KEYS[1], KEYS[3], KEYS[4], ARGV[5], now)
 end
 return 1
 `)
 
-// forceScript: KEYS lock, queue, qexp; ARGV wake channel prefix.
-var forceScript = goredis.NewScript(prelude + `
-if redis.call('DEL', KEYS[1]) == 0 then return 0 end
-announce(KEYS[2], KEYS[3], ARGV[1])
-return 1
+// forceScript: KEYS lock, exp, queue, qexp; ARGV wake channel prefix.
+// Drops every S and X holder: 1 if there was one, else 0.
+var forceScript = goredis.NewScript(ids + prelude + `
+local now = now_ms()
+evict(KEYS[1], KEYS[2], now)
+local dropped = 0
+for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+  local m = string.sub(f, 2, 2)
+  if string.sub(f, 1, 1) == 'h' and (m == '0' or m == '1') then
+    redis.call('HDEL', KEYS[1], f)
+    redis.call('ZREM', KEYS[2], string.sub(f, 2))
+    redis.call('HINCRBY', KEYS[1], 'c' .. m, -1)
+    dropped = 1
+  end
+end
+if redis.call('ZCARD', KEYS[2]) == 0 then redis.call('DEL', KEYS[1], KEYS[2]) end
+announce(KEYS[1], KEYS[3], KEYS[4], ARGV[1], now)
+return dropped
+`)
+
+// statusScript: KEYS lock, exp, queue. Replies {waiters, then per S or X
+// holder: mode, owner, fence, holds, ms left}.
+var statusScript = goredis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local out = {redis.call('ZCARD', KEYS[3])}
+for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+  local m = string.sub(f, 2, 2)
+  if string.sub(f, 1, 1) == 'h' and (m == '0' or m == '1') then
+    local left = redis.call('PTTL', KEYS[1])
+    if m == '1' then left = tonumber(redis.call('ZSCORE', KEYS[2], string.sub(f, 2)) or '0') - now end
+    if left > 0 then
+      local fence, held = string.match(redis.call('HGET', KEYS[1], f), '^(%d+):(.*)$')
+      local holds = 0
+      for _ in string.gmatch(held, '%S+') do holds = holds + 1 end
+      out[#out + 1] = tonumber(m)
+      out[#out + 1] = string.sub(f, 4)
+      out[#out + 1] = tonumber(fence)
+      out[#out + 1] = holds
+      out[#out + 1] = left
+    end
+  end
+end
+return out
 `)
