@@ -14,7 +14,7 @@ import (
 
 // Status implements driver.Admin: the holder is the lowest entry of key's
 // queue; the others are waiters.
-func (d *etcdDriver) Status(ctx context.Context, key string) (driver.LockInfo, error) {
+func (d *etcdDriver) Status(ctx context.Context, _ driver.Space, key string) (driver.LockInfo, error) {
 	list, err := d.list(ctx, key, d.queue(key)) // holds key's entries only
 	if err != nil || len(list) == 0 {
 		return driver.LockInfo{}, cmp.Or(err, locker.ErrNotHeld)
@@ -74,7 +74,7 @@ func (d *etcdDriver) info(ctx context.Context, key string, kv *mvccpb.KeyValue, 
 // its etcd lease (which may carry other locks); the holder's next refresh
 // finds the entry gone and reports ErrLeaseLost, and the next waiter's
 // watch fires at once.
-func (d *etcdDriver) ForceUnlock(ctx context.Context, key string) error {
+func (d *etcdDriver) ForceUnlock(ctx context.Context, _ driver.Space, key string) error {
 	first := clientv3.OpGet(d.queue(key), append(clientv3.WithFirstCreate(), clientv3.WithPrefix(), clientv3.WithKeysOnly())...)
 	for {
 		resp, err := d.txn(ctx, key, nil, []clientv3.Op{first})

@@ -65,6 +65,7 @@ func harness(t testing.TB, proxied bool) conformance.Harness {
 	var crasher faultproxy.Crasher
 	t.Cleanup(func() { _ = crasher.Close() })
 	return conformance.Harness{
+		NoModes: true, // TODO(#20): modes in this driver
 		NewLocker: func(context.Context) (locker.Locker, error) {
 			addr := b.addr
 			var p *faultproxy.Proxy
@@ -142,6 +143,7 @@ func TestConformanceCluster(t *testing.T) {
 	}
 	t.Cleanup(func() { direct.Close() })
 	conformance.Run(t, conformance.Harness{
+		NoModes:   true, // TODO(#20): modes in this driver
 		NewLocker: func(ctx context.Context) (locker.Locker, error) { return locker.Open(ctx, u.String()) },
 		Count: func(ctx context.Context, p string) (int, error) {
 			resp, err := direct.Get(ctx, prefix+escape(p), clientv3.WithPrefix(), clientv3.WithCountOnly())

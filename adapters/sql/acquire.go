@@ -190,7 +190,7 @@ func (d *sqlDriver) notify(key string) {
 }
 
 // Status returns the live holder of key, or ErrNotHeld.
-func (d *sqlDriver) Status(ctx context.Context, key string) (driver.LockInfo, error) {
+func (d *sqlDriver) Status(ctx context.Context, _ driver.Space, key string) (driver.LockInfo, error) {
 	infos, err := d.query(ctx, d.q.status, key)
 	if err != nil {
 		return driver.LockInfo{}, err
@@ -207,7 +207,7 @@ func (d *sqlDriver) List(ctx context.Context, prefix string) ([]driver.LockInfo,
 }
 
 // ForceUnlock deletes key's row whoever holds it and wakes its waiters.
-func (d *sqlDriver) ForceUnlock(ctx context.Context, key string) error {
+func (d *sqlDriver) ForceUnlock(ctx context.Context, _ driver.Space, key string) error {
 	var held bool
 	if err := d.retry(ctx, func(ctx context.Context) (err error) {
 		held, err = d.forceOnce(ctx, d, key)

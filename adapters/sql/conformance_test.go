@@ -48,6 +48,7 @@ func mysqlHarness(t testing.TB, proxy bool) conformance.Harness {
 func queuedHarness(t testing.TB, u *url.URL, proxy bool, db *dbsql.DB, countQ string) conformance.Harness {
 	crasher, newLocker := proxied(t, u, proxy)
 	return conformance.Harness{
+		NoModes:   true, // TODO(#20): modes in this driver
 		NewLocker: newLocker,
 		Crash:     crasher.Crash,
 		Hang:      crasher.Blackhole,
@@ -103,6 +104,7 @@ func sqliteHarness(t testing.TB) conformance.Harness {
 	t.Cleanup(func() { _ = first.Close() })
 	db := openDB(t, "sqlite", u.Path)
 	return conformance.Harness{
+		NoModes:   true, // TODO(#20): modes in this driver
 		NewLocker: func(ctx context.Context) (locker.Locker, error) { return lsql.Open(ctx, raw) },
 		Crash: func(_ context.Context, l locker.Locker) error {
 			lsql.Crash(l)

@@ -51,7 +51,7 @@ func dialects(t *testing.T) map[string]*testLocker {
 // holds is the key's live hold count, 0 if no row.
 func holds(t *testing.T, l *testLocker, key string) int {
 	t.Helper()
-	info, err := l.Status(context.Background(), key)
+	info, err := l.sqlDriver.Status(context.Background(), driver.Plain, key)
 	if errors.Is(err, locker.ErrNotHeld) {
 		return 0
 	}

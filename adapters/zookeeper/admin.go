@@ -8,12 +8,13 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
 )
 
 // Status returns the holder of key: the first node of its queue. Holds is
 // 1 (the portable Locker counts its own re-entered holds). Expires is
 // zero: the lock lives as long as the holder's session.
-func (z *zkDriver) Status(ctx context.Context, key string) (locker.LockInfo, error) {
+func (z *zkDriver) Status(ctx context.Context, _ driver.Space, key string) (locker.LockInfo, error) {
 	info, _, err := z.holder(ctx, key)
 	return info, err
 }
@@ -48,7 +49,7 @@ func (z *zkDriver) List(ctx context.Context, prefix string) ([]locker.LockInfo, 
 
 // ForceUnlock deletes the holder's node; the next in the queue then holds
 // the key. The holder's watch on its own node reports its lease lost.
-func (z *zkDriver) ForceUnlock(ctx context.Context, key string) error {
+func (z *zkDriver) ForceUnlock(ctx context.Context, _ driver.Space, key string) error {
 	_, path, err := z.holder(ctx, key)
 	if err != nil {
 		return err

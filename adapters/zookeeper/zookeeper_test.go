@@ -65,6 +65,7 @@ func harness(t testing.TB, u *url.URL, proxied bool) conformance.Harness {
 	var crasher faultproxy.Crasher
 	t.Cleanup(func() { _ = crasher.Close() })
 	h := conformance.Harness{
+		NoModes: true, // TODO(#20): modes in this driver
 		NewLocker: func(ctx context.Context) (locker.Locker, error) {
 			lu := *u
 			var p *faultproxy.Proxy

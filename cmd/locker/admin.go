@@ -49,12 +49,14 @@ func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
 func (e env) status(ctx context.Context, args []string) error {
 	ctx, cancel := signalContext(ctx)
 	defer cancel()
-	b, adm, pos, err := e.adminBackend(ctx, newFlags("status"), args, oneKey("status"))
+	fs := newFlags("status")
+	subtree := fs.Bool("subtree", false, "KEY is the path of a subtree lock")
+	b, adm, pos, err := e.adminBackend(ctx, fs, args, oneKey("status", subtree))
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	info, err := adm.Status(ctx, pos[0])
+	info, err := adm.Status(ctx, pos[0], spaceOpts(*subtree)...)
 	if errors.Is(err, locker.ErrNotHeld) {
 		fmt.Fprintf(e.stdout, "%q is free\n", pos[0])
 		return exitCode(exitFail)
@@ -96,17 +98,18 @@ func (e env) unlock(ctx context.Context, args []string) error {
 	defer cancel()
 	fs := newFlags("unlock")
 	force := fs.Bool("force", false, "release the key whoever holds it")
+	subtree := fs.Bool("subtree", false, "KEY is the path of a subtree lock")
 	b, adm, pos, err := e.adminBackend(ctx, fs, args, func(pos []string) error {
 		if !*force {
 			return usageErrorf("unlock: only an admin release exists: locker unlock --force KEY (the holder's lease is then lost)")
 		}
-		return oneKey("unlock")(pos)
+		return oneKey("unlock", subtree)(pos)
 	})
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	err = adm.ForceUnlock(ctx, pos[0])
+	err = adm.ForceUnlock(ctx, pos[0], spaceOpts(*subtree)...)
 	if errors.Is(err, locker.ErrNotHeld) {
 		fmt.Fprintf(e.stderr, "locker: %q was not held\n", pos[0])
 		return exitCode(exitFail)
@@ -114,30 +117,57 @@ func (e env) unlock(ctx context.Context, args []string) error {
 	if err != nil {
 		return b.explain(err)
 	}
-	fmt.Fprintf(e.stdout, "released %q; its holder's lease is lost\n", pos[0])
+	fmt.Fprintf(e.stdout, "released %q; its holders' leases are lost\n", pos[0])
 	return nil
 }
 
-func oneKey(cmd string) func([]string) error {
+// oneKey checks the one positional argument: a key, or with *subtree a path.
+func oneKey(cmd string, subtree *bool) func([]string) error {
 	return func(pos []string) error {
 		if len(pos) != 1 {
 			return usageErrorf("%s: want one KEY", cmd)
+		}
+		if *subtree {
+			return locker.ValidatePath(pos[0])
 		}
 		return locker.ValidateKey(pos[0])
 	}
 }
 
-// table prints locks as KEY OWNER FENCE HOLDS EXPIRES WAITERS.
+// spaceOpts selects the subtree space for Status and ForceUnlock.
+func spaceOpts(subtree bool) []locker.Option {
+	if subtree {
+		return []locker.Option{locker.Subtree()}
+	}
+	return nil
+}
+
+// modeName is how a lock is held: exclusive or shared, of a key or a subtree.
+func modeName(in locker.LockInfo) string {
+	m := "exclusive"
+	if in.Mode == locker.ModeShared {
+		m = "shared"
+	}
+	if in.Space == locker.SpaceSubtree {
+		m = "subtree " + m
+	}
+	return m
+}
+
+// table prints locks as KEY MODE OWNER FENCE HOLDS EXPIRES WAITERS, a row
+// per holder: a shared lock has one for each.
 func (e env) table(infos []locker.LockInfo) {
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "KEY\tOWNER\tFENCE\tHOLDS\tEXPIRES\tWAITERS")
+	fmt.Fprintln(w, "KEY\tMODE\tOWNER\tFENCE\tHOLDS\tEXPIRES\tWAITERS")
 	now := time.Now()
 	for _, in := range infos {
-		exp := "with its session"
-		if !in.Expires.IsZero() {
-			exp = fmt.Sprintf("%s (in %v)", in.Expires.Local().Format(time.RFC3339), in.Expires.Sub(now).Round(time.Millisecond))
+		for _, h := range in.Holders {
+			exp := "with its session"
+			if !h.Expires.IsZero() {
+				exp = fmt.Sprintf("%s (in %v)", h.Expires.Local().Format(time.RFC3339), h.Expires.Sub(now).Round(time.Millisecond))
+			}
+			fmt.Fprintf(w, "%q\t%s\t%s\t%d\t%d\t%s\t%d\n", in.Key, modeName(in), h.Owner, h.Fence, h.Holds, exp, in.Waiters)
 		}
-		fmt.Fprintf(w, "%q\t%s\t%d\t%d\t%s\t%d\n", in.Key, in.Owner, in.Fence, in.Holds, exp, in.Waiters)
 	}
 	w.Flush()
 }

@@ -36,12 +36,18 @@ type benchResult struct {
 	WaitP99   float64 `json:"wait_p99_ms"`
 	Fairness  float64 `json:"fairness_jain"`
 	PerWorker []int   `json:"acquisitions_per_worker"`
-	Error     string  `json:"error,omitempty"`
+	// ReadMix (--shared): the same workers, nine acquisitions in ten
+	// shared; ReadMixX is its throughput over the exclusive one's.
+	ReadMixOpsPerSec float64 `json:"read_mix_ops_per_sec,omitempty"`
+	ReadMixWaitP99   float64 `json:"read_mix_wait_p99_ms,omitempty"`
+	ReadMixX         float64 `json:"read_mix_x,omitempty"`
+	Error            string  `json:"error,omitempty"`
 }
 
 type benchConfig struct {
 	workers, ops int
 	hold         time.Duration
+	shared       bool // also run the read-heavy mix
 }
 
 func (e env) bench(ctx context.Context, args []string) error {
@@ -51,6 +57,7 @@ func (e env) bench(ctx context.Context, args []string) error {
 	workers := fs.Int("workers", 8, "contending clients, each with its own Locker")
 	ops := fs.Int("ops", 1000, "lock+unlock operations per phase")
 	hold := fs.Duration("hold", time.Millisecond, "how long each contended acquisition holds the key")
+	shared := fs.Bool("shared", false, "also measure a read-heavy mix: nine acquisitions in ten shared")
 	jsonOut := fs.Bool("json", false, "print JSON instead of a table")
 	plot := fs.String("plot", "", "write an SVG bar chart comparing the backends to `FILE`")
 	pos, err := parseInterleaved(fs, args)
@@ -71,7 +78,7 @@ func (e env) bench(ctx context.Context, args []string) error {
 	}
 	ctx, cancel := signalContext(ctx)
 	defer cancel()
-	cfg := benchConfig{workers: *workers, ops: *ops, hold: *hold}
+	cfg := benchConfig{workers: *workers, ops: *ops, hold: *hold, shared: *shared}
 	results, first := e.benchAll(ctx, backends, cfg)
 	if *jsonOut {
 		enc := json.NewEncoder(e.stdout)
@@ -125,7 +132,11 @@ func (e env) benchOne(ctx context.Context, raw string, cfg benchConfig) (benchRe
 		clients = append(clients, b)
 	}
 	prefix := "locker-bench/" + strings.ToLower(rand.Text()[:8]) + "/"
-	bar := newProgress(e.stderr, r.Label, 2*cfg.ops)
+	phases := 2
+	if cfg.shared {
+		phases++
+	}
+	bar := newProgress(e.stderr, r.Label, phases*cfg.ops)
 	defer bar.finish()
 
 	solo := clients[0]
@@ -151,6 +162,14 @@ func (e env) benchOne(ctx context.Context, raw string, cfg benchConfig) (benchRe
 	r.WaitP50, r.WaitP99 = ms(c.Wait(0.5)), ms(c.Wait(0.99))
 	r.Fairness = c.Fairness()
 	r.PerWorker = c.PerOwner
+	if cfg.shared {
+		m, err := workload.ReadMix(ctx, lockers, prefix+"read-mix", cfg.ops, cfg.hold, func() { bar.add(1) })
+		if err != nil {
+			return r, solo.explain(err)
+		}
+		r.ReadMixOpsPerSec, r.ReadMixWaitP99 = m.OpsPerSec(), ms(m.Wait(0.99))
+		r.ReadMixX = r.ReadMixOpsPerSec / r.OpsPerSec
+	}
 	return r, nil
 }
 
@@ -192,7 +211,12 @@ func roundTrip(ctx context.Context, l locker.Locker, key string) time.Duration {
 
 func (e env) benchTable(results []benchResult) {
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "BACKEND\tLOCK+UNLOCK p50\tp99\tRTT×\tCONTENDED ops/s\tWAIT p50\tWAIT p99\tFAIRNESS\t")
+	mix := len(results) > 0 && results[0].ReadMixOpsPerSec > 0
+	head := "BACKEND\tLOCK+UNLOCK p50\tp99\tRTT×\tCONTENDED ops/s\tWAIT p50\tWAIT p99\tFAIRNESS\t"
+	if mix {
+		head += "90% READ ops/s\t× EXCL\tWAIT p99\t"
+	}
+	fmt.Fprintln(w, head)
 	for _, r := range results {
 		if r.Error != "" {
 			fmt.Fprintf(w, "%s\tfailed: %s\t\t\t\t\t\t\t\n", r.Label, r.Error)
@@ -202,8 +226,12 @@ func (e env) benchTable(results []benchResult) {
 		if r.RTTx > 0 {
 			rttx = fmt.Sprintf("%.1f", r.RTTx)
 		}
-		fmt.Fprintf(w, "%s\t%.2f ms\t%.2f ms\t%s\t%.0f\t%.1f ms\t%.1f ms\t%.3f\t\n",
+		fmt.Fprintf(w, "%s\t%.2f ms\t%.2f ms\t%s\t%.0f\t%.1f ms\t%.1f ms\t%.3f\t",
 			r.Label, r.LockUnlockP50, r.LockUnlockP99, rttx, r.OpsPerSec, r.WaitP50, r.WaitP99, r.Fairness)
+		if mix {
+			fmt.Fprintf(w, "%.0f\t%.2f\t%.1f ms\t", r.ReadMixOpsPerSec, r.ReadMixX, r.ReadMixWaitP99)
+		}
+		fmt.Fprintln(w)
 	}
 	w.Flush()
 	if len(results) > 0 {

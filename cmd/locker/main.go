@@ -32,11 +32,11 @@ import (
 )
 
 const usage = `usage:
-  locker run [--backend URL] [--ttl D] [--wait D | --try] [--grace D] KEY -- CMD [ARGS...]
-  locker status [--backend URL] KEY
+  locker run [--backend URL] [--ttl D] [--wait D | --try] [--grace D] [--shared] [--subtree] KEY [KEY...] -- CMD [ARGS...]
+  locker status [--backend URL] [--subtree] KEY
   locker list [--backend URL] [PREFIX]
-  locker unlock --force [--backend URL] KEY
-  locker bench [--backend URL ...] [--workers N] [--ops N] [--hold D] [--json] [--plot FILE]
+  locker unlock --force [--backend URL] [--subtree] KEY
+  locker bench [--backend URL ...] [--workers N] [--ops N] [--hold D] [--shared] [--json] [--plot FILE]
   locker check [--backend URL] [--ttl D]
 
 The backend is --backend, else $LOCKER_BACKEND, else SQLite at

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -22,64 +23,91 @@ type interrupted struct{ sig os.Signal }
 
 func (i interrupted) Error() string { return "interrupted by " + sigName(i.sig) }
 
+// runArgs is what `locker run` was asked to do.
+type runArgs struct {
+	backend string
+	keys    []string // in the order given; several are taken all or none
+	cmd     []string
+	opts    []locker.Option
+	try     bool
+	wait    time.Duration
+	grace   time.Duration
+}
+
 func (e env) run(ctx context.Context, args []string) error {
-	fs := newFlags("run")
-	backendFlag := fs.String("backend", "", "backend URL")
-	ttl := fs.Duration("ttl", locker.DefaultTTL, "lease length; renewed every TTL/3 while CMD runs")
-	wait := fs.Duration("wait", 0, "give up after waiting this long (default: wait as long as it takes)")
-	try := fs.Bool("try", false, "fail at once if the key is held")
-	grace := fs.Duration("grace", 10*time.Second, "after SIGTERM on lease loss, SIGKILL CMD if it still runs")
-
-	var key string
-	var cmdArgs []string
-	if before, after, dashed := splitCommand(args); dashed {
-		pos, err := parseInterleaved(fs, before)
-		if err != nil {
-			return err
-		}
-		if len(pos) != 1 {
-			return usageErrorf("run: want one KEY before --, got %d arguments", len(pos))
-		}
-		key, cmdArgs = pos[0], after
-	} else {
-		if err := fs.Parse(args); err != nil {
-			return usageErrorf("run: %v", err)
-		}
-		if fs.NArg() > 0 {
-			key, cmdArgs = fs.Arg(0), fs.Args()[1:]
-		}
+	a, err := parseRun(args)
+	if err != nil {
+		return err
 	}
-	switch {
-	case key == "" && len(cmdArgs) == 0:
-		return usageErrorf("run: want KEY -- CMD [ARGS...]")
-	case len(cmdArgs) == 0:
-		return usageErrorf("run: no command to run: locker run KEY -- CMD [ARGS...]")
-	case *try && *wait != 0:
-		return usageErrorf("run: --try and --wait exclude each other")
-	case *wait < 0 || *grace < 0:
-		return usageErrorf("run: --wait and --grace must not be negative")
-	}
-	opts := []locker.Option{locker.WithTTL(*ttl)}
-	if _, err := locker.Resolve(key, opts...); err != nil {
-		return err // bad key or TTL: fail before touching the backend
-	}
-
 	// Catch signals before anything else, so locker lives to unlock.
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
 
-	lease, b, err := e.acquire(ctx, sigs, *backendFlag, key, *try, *wait, opts)
+	leases, b, err := e.acquire(ctx, sigs, a)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	return e.supervise(b, lease, cmdArgs, sigs, *grace)
+	return e.supervise(b, leases, a.cmd, sigs, a.grace)
 }
 
-// acquire opens the backend and takes key; a signal meanwhile abandons it.
-func (e env) acquire(ctx context.Context, sigs <-chan os.Signal, backendFlag, key string,
-	try bool, wait time.Duration, opts []locker.Option) (locker.Lease, *backend, error) {
+// parseRun parses run's flags, keys and command, and checks the keys and
+// options before any backend is touched.
+func parseRun(args []string) (runArgs, error) {
+	var a runArgs
+	fs := newFlags("run")
+	fs.StringVar(&a.backend, "backend", "", "backend URL")
+	ttl := fs.Duration("ttl", locker.DefaultTTL, "lease length; renewed every TTL/3 while CMD runs")
+	fs.DurationVar(&a.wait, "wait", 0, "give up after waiting this long (default: wait as long as it takes)")
+	fs.BoolVar(&a.try, "try", false, "fail at once if the key is held")
+	fs.DurationVar(&a.grace, "grace", 10*time.Second, "after SIGTERM on lease loss, SIGKILL CMD if it still runs")
+	shared := fs.Bool("shared", false, "take the keys shared (read locks): many shared holders at once, or one exclusive")
+	subtree := fs.Bool("subtree", false, "each KEY is a '/'-separated path: lock it and every path below it")
+	if before, after, dashed := splitCommand(args); dashed {
+		pos, err := parseInterleaved(fs, before)
+		if err != nil {
+			return a, err
+		}
+		a.keys, a.cmd = pos, after
+	} else {
+		if err := fs.Parse(args); err != nil {
+			return a, usageErrorf("run: %v", err)
+		}
+		if fs.NArg() > 0 {
+			a.keys, a.cmd = fs.Args()[:1], fs.Args()[1:]
+		}
+	}
+	switch {
+	case len(a.keys) == 0 && len(a.cmd) == 0:
+		return a, usageErrorf("run: want KEY [KEY...] -- CMD [ARGS...]")
+	case len(a.keys) == 0:
+		return a, usageErrorf("run: no KEY before --: locker run KEY [KEY...] -- CMD [ARGS...]")
+	case len(a.cmd) == 0:
+		return a, usageErrorf("run: no command to run: locker run KEY [KEY...] -- CMD [ARGS...]")
+	case a.try && a.wait != 0:
+		return a, usageErrorf("run: --try and --wait exclude each other")
+	case a.wait < 0 || a.grace < 0:
+		return a, usageErrorf("run: --wait and --grace must not be negative")
+	}
+	a.opts = []locker.Option{locker.WithTTL(*ttl)}
+	if *shared {
+		a.opts = append(a.opts, locker.Shared())
+	}
+	if *subtree {
+		a.opts = append(a.opts, locker.Subtree())
+	}
+	for _, k := range a.keys { // bad keys or TTL: fail before touching the backend
+		if _, err := locker.Resolve(k, a.opts...); err != nil {
+			return a, err
+		}
+	}
+	return a, nil
+}
+
+// acquire opens the backend and takes the keys; a signal meanwhile
+// abandons them.
+func (e env) acquire(ctx context.Context, sigs <-chan os.Signal, a runArgs) ([]locker.Lease, *backend, error) {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := make(chan struct{})
@@ -93,24 +121,23 @@ func (e env) acquire(ctx context.Context, sigs <-chan os.Signal, backendFlag, ke
 			close(watched)
 		}
 	}()
-	lease, b, err := e.take(actx, backendFlag, key, try, wait, opts)
+	leases, b, err := e.take(actx, a)
 	close(stop)
 	if s, ok := <-watched; ok { // interrupted, even if the lock came through
-		if lease != nil {
-			_ = unlock(lease)
+		for _, l := range leases {
+			_ = unlock(l)
 		}
 		if b != nil {
 			b.Close()
 		}
-		fmt.Fprintf(e.stderr, "locker: interrupted by %s while waiting for %q; nothing is held\n", sigName(s), key)
+		fmt.Fprintf(e.stderr, "locker: interrupted by %s while waiting for %s; nothing is held\n", sigName(s), quoteKeys(a.keys))
 		return nil, nil, exitCode(128 + sigNum(s))
 	}
-	return lease, b, err
+	return leases, b, err
 }
 
-func (e env) take(ctx context.Context, backendFlag, key string, try bool, wait time.Duration,
-	opts []locker.Option) (locker.Lease, *backend, error) {
-	raw, err := e.backendURL(backendFlag)
+func (e env) take(ctx context.Context, a runArgs) ([]locker.Lease, *backend, error) {
+	raw, err := e.backendURL(a.backend)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -118,63 +145,83 @@ func (e env) take(ctx context.Context, backendFlag, key string, try bool, wait t
 	if err != nil {
 		return nil, nil, err
 	}
-	var lease locker.Lease
-	switch {
-	case try:
-		lease, err = b.TryLock(ctx, key, opts...)
-		if errors.Is(err, locker.ErrLocked) {
-			err = withCode(exitTempFail, fmt.Errorf("%q is held by another owner%s; not waiting (--try)", key, holderOf(ctx, b, key)))
+	lock := func(ctx context.Context) ([]locker.Lease, error) {
+		if a.try {
+			return locker.TryLockAll(ctx, b, a.keys, a.opts...)
 		}
-	case wait > 0:
-		wctx, cancel := context.WithTimeout(ctx, wait)
-		lease, err = b.Lock(wctx, key, opts...)
+		return locker.LockAll(ctx, b, a.keys, a.opts...)
+	}
+	var leases []locker.Lease
+	if a.wait > 0 {
+		wctx, cancel := context.WithTimeout(ctx, a.wait)
+		leases, err = lock(wctx)
 		cancel()
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			err = withCode(exitTempFail, fmt.Errorf("%q is still held after waiting %v (--wait)%s", key, wait, holderOf(ctx, b, key)))
-		}
-	default:
-		lease, err = b.Lock(ctx, key, opts...)
+	} else {
+		leases, err = lock(ctx)
+	}
+	switch {
+	case a.try && errors.Is(err, locker.ErrLocked):
+		err = withCode(exitTempFail, fmt.Errorf("%s held by another owner%s; not waiting (--try)", heldWhat(a.keys), holderOf(ctx, b, a)))
+	case a.wait > 0 && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		err = withCode(exitTempFail, fmt.Errorf("%s still held after waiting %v (--wait)%s", heldWhat(a.keys), a.wait, holderOf(ctx, b, a)))
 	}
 	if err != nil {
 		b.Close()
 		return nil, nil, b.explain(err)
 	}
-	return lease, b, nil
+	return leases, b, nil
 }
 
-// holderOf describes who holds key, for messages; best effort.
-func holderOf(ctx context.Context, b *backend, key string) string {
+// heldWhat names the keys in "... is held" messages.
+func heldWhat(keys []string) string {
+	if len(keys) == 1 {
+		return fmt.Sprintf("%q is", keys[0])
+	}
+	return quoteKeys(keys) + ": one or more are"
+}
+
+func quoteKeys(keys []string) string {
+	q := make([]string, len(keys))
+	for i, k := range keys {
+		q[i] = strconv.Quote(k)
+	}
+	return strings.Join(q, ", ")
+}
+
+// holderOf describes who holds the first held key, for messages; best effort.
+func holderOf(ctx context.Context, b *backend, a runArgs) string {
 	adm, ok := b.Locker.(locker.Admin)
 	if !ok {
 		return ""
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	info, err := adm.Status(ctx, key)
-	if err != nil {
-		return ""
+	for _, key := range a.keys {
+		info, err := adm.Status(ctx, key, a.opts...)
+		if err != nil {
+			continue
+		}
+		s := fmt.Sprintf(" (%q: %s by owner %s, fence %d", key, modeName(info), info.Owner, info.Fence)
+		if n := len(info.Holders); n > 1 {
+			s += fmt.Sprintf(", and %d more", n-1)
+		}
+		if !info.Expires.IsZero() {
+			s += fmt.Sprintf(", expires in %v", time.Until(info.Expires).Round(time.Millisecond))
+		}
+		return s + ")"
 	}
-	s := fmt.Sprintf(" (owner %s, fence %d", info.Owner, info.Fence)
-	if !info.Expires.IsZero() {
-		s += fmt.Sprintf(", expires in %v", time.Until(info.Expires).Round(time.Millisecond))
-	}
-	return s + ")"
+	return ""
 }
 
-// supervise runs CMD while the lease is held and returns its exit code.
-func (e env) supervise(b *backend, lease locker.Lease, cmdArgs []string, sigs <-chan os.Signal, grace time.Duration) error {
-	key := lease.Key()
-	c, err := startChild(cmdArgs, []string{
-		"LOCKER_KEY=" + key,
-		"LOCKER_OWNER=" + lease.Owner(),
-		"LOCKER_FENCE=" + strconv.FormatUint(lease.Fence(), 10),
-	})
+// supervise runs CMD while the leases are held and returns its exit code.
+func (e env) supervise(b *backend, leases []locker.Lease, cmdArgs []string, sigs <-chan os.Signal, grace time.Duration) error {
+	c, err := startChild(cmdArgs, leaseEnv(leases))
 	if err != nil {
-		unlock(lease)
+		unlockAll(leases)
 		return err
 	}
 	var (
-		leaseDone = lease.Done()
+		leaseDone = anyDone(leases)
 		lost      error
 		kill      <-chan time.Time
 	)
@@ -182,13 +229,13 @@ func (e env) supervise(b *backend, lease locker.Lease, cmdArgs []string, sigs <-
 		select {
 		case <-c.done:
 			running = false
-		case <-leaseDone:
+		case l := <-leaseDone:
 			leaseDone = nil
-			lost = lease.Err()
+			lost = l.Err()
 			if lost == nil {
 				lost = locker.ErrLeaseLost
 			}
-			fmt.Fprintf(e.stderr, "locker: lost the lease on %q (%s): stopping %s with SIGTERM\n", key, scrub(lost.Error()), cmdArgs[0])
+			fmt.Fprintf(e.stderr, "locker: lost the lease on %q (%s): stopping %s with SIGTERM\n", l.Key(), scrub(lost.Error()), cmdArgs[0])
 			c.signal(syscall.SIGTERM)
 			kill = time.After(grace)
 		case <-kill:
@@ -199,18 +246,72 @@ func (e env) supervise(b *backend, lease locker.Lease, cmdArgs []string, sigs <-
 		}
 	}
 	c.restoreTerminal()
-	code := c.exitCode()
+	return e.finish(b, leases, cmdArgs[0], c.exitCode(), lost)
+}
+
+// finish unlocks the leases once CMD has exited with code and says how it went.
+func (e env) finish(b *backend, leases []locker.Lease, cmd string, code int, lost error) error {
+	what := quoteKeys(keysOf(leases))
 	if lost != nil {
-		_ = lease.Unlock(context.Background()) // frees local resources; the key is gone already
-		return withCode(exitLeaseLost, fmt.Errorf("lease on %q lost while %s ran: %w; it was stopped (exit status %d) and its work may be incomplete", key, cmdArgs[0], lost, code))
-	}
-	if err := unlock(lease); err != nil {
-		if errors.Is(err, locker.ErrNotHeld) || errors.Is(err, locker.ErrLeaseLost) {
-			return withCode(exitLeaseLost, fmt.Errorf("lease on %q was lost before %s finished (exit status %d): its work may have overlapped another holder's", key, cmdArgs[0], code))
+		for _, l := range leases {
+			_ = l.Unlock(context.Background()) // frees local resources (and the keys still held)
 		}
-		fmt.Fprintf(e.stderr, "locker: warning: could not unlock %q (%s); it lapses within its TTL\n", key, scrub(b.explain(err).Error()))
+		return withCode(exitLeaseLost, fmt.Errorf("lease on %s lost while %s ran: %w; it was stopped (exit status %d) and its work may be incomplete", what, cmd, lost, code))
+	}
+	if err := unlockAll(leases); err != nil {
+		if errors.Is(err, locker.ErrNotHeld) || errors.Is(err, locker.ErrLeaseLost) {
+			return withCode(exitLeaseLost, fmt.Errorf("lease on %s was lost before %s finished (exit status %d): its work may have overlapped another holder's", what, cmd, code))
+		}
+		fmt.Fprintf(e.stderr, "locker: warning: could not unlock %s (%s); it lapses within its TTL\n", what, scrub(b.explain(err).Error()))
 	}
 	return exitCode(code)
+}
+
+// leaseEnv is CMD's environment: LOCKER_KEY, LOCKER_OWNER and LOCKER_FENCE
+// of the first key and, for several, LOCKER_KEYS and LOCKER_FENCES, one a
+// line, in the order given.
+func leaseEnv(leases []locker.Lease) []string {
+	env := []string{
+		"LOCKER_KEY=" + leases[0].Key(),
+		"LOCKER_OWNER=" + leases[0].Owner(),
+		"LOCKER_FENCE=" + strconv.FormatUint(leases[0].Fence(), 10),
+	}
+	if len(leases) > 1 {
+		fences := make([]string, len(leases))
+		for i, l := range leases {
+			fences[i] = strconv.FormatUint(l.Fence(), 10)
+		}
+		env = append(env, "LOCKER_KEYS="+strings.Join(keysOf(leases), "\n"), "LOCKER_FENCES="+strings.Join(fences, "\n"))
+	}
+	return env
+}
+
+func keysOf(leases []locker.Lease) []string {
+	keys := make([]string, len(leases))
+	for i, l := range leases {
+		keys[i] = l.Key()
+	}
+	return keys
+}
+
+// anyDone delivers the first lease to end.
+func anyDone(leases []locker.Lease) <-chan locker.Lease {
+	c := make(chan locker.Lease, len(leases))
+	for _, l := range leases {
+		go func() { <-l.Done(); c <- l }()
+	}
+	return c
+}
+
+// unlockAll unlocks every lease; the first error, if any.
+func unlockAll(leases []locker.Lease) error {
+	var first error
+	for _, l := range leases {
+		if err := unlock(l); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 func unlock(lease locker.Lease) error {
