@@ -2,7 +2,6 @@ package sql
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/locker-go/locker"
@@ -20,6 +19,8 @@ type call struct {
 	backoff time.Duration // the next poll interval, where poll is set
 	mayHold bool          // an attempt may have left a hold: Abandon takes it back
 	placed  time.Time     // when the call's place in the queue was last kept
+	// modalPlace: the modal path gave the call a place (Abandon leaves it)
+	modalPlace bool
 }
 
 func callOf(r *driver.Request) *call {
@@ -34,20 +35,33 @@ func callOf(r *driver.Request) *call {
 // Acquire runs the acquire statement once, retrying transient errors; the
 // call's ID names its hold, so a retry after a lost reply finds it there.
 func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Grant, err error) {
+	if r.Space == driver.Subtree && d.openTree != nil { // to the tree driver
+		t, err := d.treeDriver(ctx)
+		if err != nil {
+			return driver.Grant{}, err
+		}
+		return t.Acquire(ctx, r)
+	}
 	c := callOf(r)
-	once := d.acquireOnce
+	once, token := d.acquireOnce, d.token(r)
+	if d.modal(r) {
+		once, token = acquireModal, modalToken(r)
+	}
 	if d.poll && !r.Reentrant && d.local.behind(r.Key, r.ID) {
 		// Refused here: a release here wakes the first waiter, and only
 		// the first polls. (A WithOwner call goes to the database: it may
 		// be a re-entry, which waits for nobody.) A place in the
-		// database's queue is kept, a TTL/3 apart, with no claim.
+		// database's queue is kept, a TTL/3 apart, with no claim (the
+		// modal path's claim is as cheap as its place).
 		switch left := r.TTL/3 - time.Since(c.placed); {
-		case d.token(r) == "":
+		case token == "":
 			return driver.Grant{Retry: r.TTL / 3}, nil
 		case left > 0:
 			return driver.Grant{Retry: left}, nil
 		}
-		once = d.placeOnce
+		if !d.modal(r) {
+			once = d.placeOnce
+		}
 	}
 	err = d.retry(ctx, func(ctx context.Context) (err error) {
 		g, err = once(ctx, d, r)
@@ -59,10 +73,14 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 	case g.Hold != nil:
 		c.mayHold = true // should the call fail after all (Close came first)
 		return g, nil
+	case r.Reentrant && !d.modal(r):
+		if err := d.mismatch(ctx, r); err != nil {
+			return driver.Grant{}, err
+		}
 	}
 	// Retry 0: the key came free with nobody ahead (a release that raced
 	// our queueing, its NOTIFY missed): look again at once.
-	if d.token(r) != "" {
+	if token != "" {
 		g.Retry = min(g.Retry, r.TTL/3) // look again in time to keep our place
 	}
 	switch {
@@ -90,12 +108,21 @@ func (d *sqlDriver) token(r *driver.Request) string {
 // attempt have landed after its caller gave up; by its id, so that the
 // other holds of a WithOwner identity are not touched.
 func (d *sqlDriver) Abandon(ctx context.Context, r *driver.Request) {
-	if t := d.token(r); t != "" {
+	if r.Space == driver.Subtree && d.openTree != nil { // to the tree driver
+		if t, err := d.treeDriver(ctx); err == nil {
+			t.Abandon(ctx, r)
+		}
+		return
+	}
+	if callOf(r).modalPlace {
+		d.leaveModal(ctx, r)
+	}
+	if t := d.token(r); t != "" && !d.modal(r) {
 		var notified int
 		_ = d.row(ctx, d.q.leave, []any{r.Key, t}, &notified)
 	}
 	if callOf(r).mayHold {
-		_ = (&hold{d: d, key: r.Key, owner: r.Owner, id: r.ID}).Release(ctx) // fence 0: any
+		_ = (&hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, mode: r.Mode}).Release(ctx) // fence 0: any
 	}
 }
 
@@ -103,6 +130,13 @@ func (d *sqlDriver) Abandon(ctx context.Context, r *driver.Request) {
 // first waiter of its queue by its token (the ID), and where waiters poll,
 // notify wakes the first of this process's (see localQueue).
 func (d *sqlDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan struct{}, func(), error) {
+	if r.Space == driver.Subtree && d.openTree != nil { // to the tree driver
+		t, err := d.treeDriver(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		return t.Subscribe(ctx, r)
+	}
 	wake, stop, err := d.hub.Subscribe(ctx, r.ID)
 	if err != nil || !d.poll {
 		return wake, stop, err
@@ -132,12 +166,36 @@ type hold struct {
 	key, owner, id string
 	fence          uint64
 	ttl            time.Duration
+	mode           driver.Mode // not Exclusive: the modal path keeps it
+}
+
+// The hold's one-attempt calls: the dialect's for an Exclusive hold, the
+// modal path's for the others.
+func (h *hold) refreshOnce() func(context.Context, *hold) (bool, error) {
+	if h.mode != driver.Exclusive {
+		return refreshModal
+	}
+	return h.d.refreshOnce
+}
+
+func (h *hold) releaseOnce() func(context.Context, *hold) (bool, bool, error) {
+	if h.mode != driver.Exclusive {
+		return releaseModal
+	}
+	return h.d.releaseOnce
+}
+
+func (h *hold) expireOnce() func(context.Context, *hold) (bool, error) {
+	if h.mode != driver.Exclusive {
+		return expireModal
+	}
+	return h.d.expireOnce
 }
 
 func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 	var ok bool
 	if err := h.d.retry(ctx, func(ctx context.Context) (err error) {
-		ok, err = h.d.refreshOnce(ctx, h)
+		ok, err = h.refreshOnce()(ctx, h)
 		return err
 	}, nil); err != nil {
 		return 0, err
@@ -152,7 +210,7 @@ func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 func (h *hold) Release(ctx context.Context) error {
 	var ok, freed, ambiguous bool
 	err := h.d.retry(ctx, func(ctx context.Context) (err error) {
-		ok, freed, err = h.d.releaseOnce(ctx, h)
+		ok, freed, err = h.releaseOnce()(ctx, h)
 		return err
 	}, &ambiguous)
 	if err != nil {
@@ -173,7 +231,7 @@ func (h *hold) Release(ctx context.Context) error {
 func (h *hold) Expire(ctx context.Context) {
 	var deleted bool
 	if h.d.retry(ctx, func(ctx context.Context) (err error) {
-		deleted, err = h.d.expireOnce(ctx, h)
+		deleted, err = h.expireOnce()(ctx, h)
 		return err
 	}, nil) == nil && deleted {
 		h.d.notify(h.key)
@@ -187,62 +245,4 @@ func (d *sqlDriver) notify(key string) {
 	if d.poll {
 		d.local.wake(d.hub, key)
 	}
-}
-
-// Status returns the live holder of key, or ErrNotHeld.
-func (d *sqlDriver) Status(ctx context.Context, _ driver.Space, key string) (driver.LockInfo, error) {
-	infos, err := d.query(ctx, d.q.status, key)
-	if err != nil {
-		return driver.LockInfo{}, err
-	}
-	if len(infos) == 0 {
-		return driver.LockInfo{}, fmt.Errorf("%w: %q", locker.ErrNotHeld, key)
-	}
-	return infos[0], nil
-}
-
-// List returns the live locks whose keys begin with prefix.
-func (d *sqlDriver) List(ctx context.Context, prefix string) ([]driver.LockInfo, error) {
-	return d.query(ctx, d.q.list, prefix)
-}
-
-// ForceUnlock deletes key's row whoever holds it and wakes its waiters.
-func (d *sqlDriver) ForceUnlock(ctx context.Context, _ driver.Space, key string) error {
-	var held bool
-	if err := d.retry(ctx, func(ctx context.Context) (err error) {
-		held, err = d.forceOnce(ctx, d, key)
-		return err
-	}, nil); err != nil {
-		return err
-	}
-	d.notify(key)
-	if !held {
-		return fmt.Errorf("%w: %q", locker.ErrNotHeld, key)
-	}
-	return nil
-}
-
-// query runs q, an info statement, and scans its rows.
-func (d *sqlDriver) query(ctx context.Context, q string, args ...any) (infos []driver.LockInfo, err error) {
-	err = d.retry(ctx, func(ctx context.Context) error {
-		infos = infos[:0]
-		rows, err := d.db.QueryContext(ctx, q, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				i  driver.LockInfo
-				ms int64
-			)
-			if err := rows.Scan(&i.Key, &i.Owner, &i.Fence, &i.Holds, &ms); err != nil {
-				return err
-			}
-			i.Expires = time.UnixMilli(ms)
-			infos = append(infos, i)
-		}
-		return rows.Err()
-	}, nil)
-	return infos, err
 }

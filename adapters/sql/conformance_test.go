@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/locker-go/locker"
@@ -27,8 +28,9 @@ import (
 func postgresHarness(t testing.TB, proxy bool) conformance.Harness {
 	u := testenv.URL(t, "LOCKER_TEST_POSTGRES")
 	db := openDB(t, "pgx", u.String())
-	return queuedHarness(t, u, proxy, db, `SELECT (SELECT count(*) FROM locker_locks WHERE left("key", char_length($1)) = $1)
-		+ (SELECT count(*) FROM locker_locks_queue WHERE left("key", char_length($1)) = $1)`)
+	return queuedHarness(t, u, proxy, db, countOf(`SELECT (%s)`, " + ", func(table string) string {
+		return fmt.Sprintf(`SELECT count(*) FROM %s WHERE left("key", char_length($1)) = $1`, table)
+	}))
 }
 
 // mysqlHarness drives the MariaDB of scripts/backends, as postgresHarness
@@ -37,8 +39,9 @@ func mysqlHarness(t testing.TB, proxy bool) conformance.Harness {
 	u := testenv.URL(t, "LOCKER_TEST_MYSQL")
 	pass, _ := u.User.Password()
 	db := openDB(t, "mysql", fmt.Sprintf("%s:%s@tcp(%s)%s", u.User.Username(), pass, u.Host, u.Path))
-	return queuedHarness(t, u, proxy, db, "SELECT (SELECT count(*) FROM locker_locks l WHERE LEFT(l.`key`, LENGTH(a.p)) = a.p)"+
-		" + (SELECT count(*) FROM locker_locks_queue w WHERE LEFT(w.`key`, LENGTH(a.p)) = a.p) FROM (SELECT ? AS p) a")
+	return queuedHarness(t, u, proxy, db, countOf("SELECT (%s) FROM (SELECT ? AS p) a", " + ", func(table string) string {
+		return fmt.Sprintf("SELECT count(*) FROM %s l WHERE LEFT(l.`key`, LENGTH(a.p)) = a.p", table)
+	}))
 }
 
 // queuedHarness is the Harness of a database server whose waiters queue
@@ -47,8 +50,10 @@ func mysqlHarness(t testing.TB, proxy bool) conformance.Harness {
 // holders and of queued waiters, read through db.
 func queuedHarness(t testing.TB, u *url.URL, proxy bool, db *dbsql.DB, countQ string) conformance.Harness {
 	crasher, newLocker := proxied(t, u, proxy)
+	first := open(t, u.String()) // creates the schema, Count's tables
+	listAll(t, first)
+	_ = first.Close()
 	return conformance.Harness{
-		NoModes:   true, // TODO(#20): modes in this driver
 		NewLocker: newLocker,
 		Crash:     crasher.Crash,
 		Hang:      crasher.Blackhole,
@@ -102,16 +107,18 @@ func sqliteHarness(t testing.TB) conformance.Harness {
 	}
 	first := open(t, raw) // creates the file and schema
 	t.Cleanup(func() { _ = first.Close() })
+	listAll(t, first) // and the subtree space's
 	db := openDB(t, "sqlite", u.Path)
 	return conformance.Harness{
-		NoModes:   true, // TODO(#20): modes in this driver
 		NewLocker: func(ctx context.Context) (locker.Locker, error) { return lsql.Open(ctx, raw) },
 		Crash: func(_ context.Context, l locker.Locker) error {
 			lsql.Crash(l)
 			return nil
 		},
 		Count: func(ctx context.Context, prefix string) (int, error) {
-			return count(ctx, db, `SELECT count(*) FROM locker_locks WHERE substr("key", 1, length($1)) = $1`, prefix)
+			return count(ctx, db, countOf(`SELECT (%s)`, " + ", func(table string) string {
+				return fmt.Sprintf(`SELECT count(*) FROM %s WHERE substr("key", 1, length($1)) = $1`, table)
+			}), prefix)
 		},
 		RoundTrip: func(ctx context.Context) error {
 			_, err := db.ExecContext(ctx, "SELECT 1")
@@ -154,6 +161,14 @@ func open(t testing.TB, raw string) locker.Locker {
 	return l
 }
 
+// listAll lists l's locks: the subtree space's tables are then there.
+func listAll(t testing.TB, l locker.Locker) {
+	t.Helper()
+	if _, err := l.(locker.Admin).List(context.Background(), ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func openDB(t testing.TB, driver, dsn string) *dbsql.DB {
 	t.Helper()
 	db, err := dbsql.Open(driver, dsn)
@@ -162,6 +177,20 @@ func openDB(t testing.TB, driver, dsn string) *dbsql.DB {
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	return db
+}
+
+// countTables are the tables that keep a key's records: holders and
+// waiters, plain and subtree.
+var countTables = []string{"locker_locks", "locker_locks_hold", "locker_locks_queue",
+	"locker_locks_tree", "locker_locks_tree_hold", "locker_locks_tree_queue"}
+
+// countOf is format with one count per table, each by count, joined by sep.
+func countOf(format, sep string, count func(table string) string) string {
+	parts := make([]string, len(countTables))
+	for i, t := range countTables {
+		parts[i] = "(" + count(t) + ")"
+	}
+	return fmt.Sprintf(format, strings.Join(parts, sep))
 }
 
 func count(ctx context.Context, db *dbsql.DB, q, prefix string) (int, error) {

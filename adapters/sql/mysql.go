@@ -22,9 +22,18 @@ import (
 // AUTO_INCREMENT fence would not: InnoDB draws it before it finds the key
 // taken, so two inserts can draw in one order and land in the other.)
 func myDialect(table string) *dialect {
-	fill := filler(table, "{t}", "`{tn}`", "{q}", "`{tn}_queue`", "{now}", myNow)
+	fill := filler(table, "{t}", "`{tn}`", "{q}", "`{tn}_queue`", "{now}", myNow, "{ms}", "", "{max}", "GREATEST",
+		"{k}", "`key`", "{h}", "`{tn}_hold`", "{left}", "(expires_at - {now})", "{abs}", "expires_at",
+		"{prefix}", "LEFT(`key`, LENGTH($1)) = $1")
 	m := newMyStatements(fill)
 	return &dialect{
+		// The lock is the key's row, inserted (expired) if missing: every
+		// Exclusive statement on the key waits for it until commit.
+		mq: newModeQueries(fill, true,
+			"INSERT INTO {t} (`key`, owner, fence, holds, ids, expires_at) VALUES ($1, '', 0, 1, ' ', 0) ON DUPLICATE KEY UPDATE `key` = `key`",
+			"SELECT LAST_INSERT_ID()", "UPDATE `{tn}_fence` SET v = LAST_INSERT_ID(v + 1) WHERE id = 1", "",
+			"INSERT INTO {q} (`key`, token, mode, expires_at) VALUES ($1, $2, $3, {now} + $4)"),
+		txOptions: &dbsql.TxOptions{Isolation: dbsql.LevelReadCommitted},
 		q: queries{
 			leave:  m.dequeue,
 			status: fill(myInfo + " AND `key` = ?"),
@@ -38,7 +47,7 @@ func myDialect(table string) *dialect {
 					return err
 				}
 			}
-			return nil
+			return myModeColumn(ctx, tx, table, fill)
 		},
 		classify: myClassify,
 		setup: func(ctx context.Context, d *sqlDriver) error {
@@ -140,7 +149,29 @@ const mySchema = "CREATE TABLE IF NOT EXISTS {t} (\n" +
 	"	expires_at BIGINT NOT NULL,\n" +
 	"	PRIMARY KEY (`key`, token),\n" +
 	"	KEY (seq)\n" +
+	") ENGINE=InnoDB;\n" +
+	"CREATE TABLE IF NOT EXISTS {h} (\n" +
+	"	`key` VARBINARY(512) NOT NULL,\n" +
+	"	owner VARBINARY(512) NOT NULL,\n" +
+	"	mode TINYINT NOT NULL,\n" +
+	"	fence BIGINT UNSIGNED NOT NULL,\n" +
+	"	holds INT NOT NULL,\n" +
+	"	ids MEDIUMBLOB NOT NULL,\n" +
+	"	expires_at BIGINT NOT NULL,\n" +
+	"	PRIMARY KEY (`key`, owner, mode)\n" +
 	") ENGINE=InnoDB"
+
+// myModeColumn gives a queue made before lock modes its mode column
+// (MySQL has no ADD COLUMN IF NOT EXISTS); its waiters are Exclusive.
+func myModeColumn(ctx context.Context, tx *dbsql.Tx, table string, fill func(string) string) error {
+	var n int
+	err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.columns "+
+		"WHERE table_schema = DATABASE() AND table_name = ? AND column_name = 'mode'", table+"_queue").Scan(&n)
+	if err == nil && n == 0 {
+		_, err = tx.ExecContext(ctx, fill("ALTER TABLE {q} ADD COLUMN mode TINYINT NOT NULL DEFAULT 0"))
+	}
+	return err
+}
 
 // myStatements are the MySQL statements, filled in for one table. The
 // hold id is spaced (" id ") as in ids, which lists a row's hold ids.

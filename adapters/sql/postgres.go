@@ -21,8 +21,13 @@ import (
 // pgDialect is the lock table on PostgreSQL.
 func pgDialect(table string) *dialect {
 	fill := filler(table, "{q}", `"{tn}_queue"`, "{now}", "clock_timestamp()", "{ms}", "::float8 * interval '1 millisecond'",
-		"{pos}", "strpos", "{int}", "::int", "{max}", "GREATEST", "{id}", `(' ' || $4::text || ' ')`, "{next}", pgNext)
+		"{pos}", "strpos", "{int}", "::int", "{max}", "GREATEST", "{id}", `(' ' || $4::text || ' ')`, "{next}", pgNext,
+		"{k}", `"key"`, "{h}", `"{tn}_hold"`, "{left}", `(extract(epoch FROM expires_at - {now}) * 1000)::bigint`,
+		"{abs}", `(extract(epoch FROM expires_at) * 1000)::bigint`, "{prefix}", `left("key", char_length($1)) = $1`)
 	return &dialect{
+		mq: newModeQueries(fill, false, `SELECT pg_advisory_xact_lock(hashtext('{tn}'), hashtext($1::text))`,
+			`SELECT nextval('"{tn}_fence"')`, "", `SELECT pg_notify('{tn}', $1)`,
+			`INSERT INTO {q} ("key", token, mode, expires_at) VALUES ($1, $2, $3, {now} + $4{ms})`),
 		q: queries{
 			acquire:       fill(pgUpsert + "\nSELECT fence FROM ins"),
 			acquireQueued: fill(pgUpsert + pgQueue),
@@ -196,6 +201,17 @@ CREATE TABLE IF NOT EXISTS {q} (
 	seq bigint GENERATED ALWAYS AS IDENTITY,
 	expires_at timestamptz NOT NULL,
 	PRIMARY KEY ("key", token)
+);
+ALTER TABLE {q} ADD COLUMN IF NOT EXISTS mode smallint NOT NULL DEFAULT 0;
+CREATE TABLE IF NOT EXISTS {h} (
+	"key" text COLLATE "C" NOT NULL,
+	owner text NOT NULL,
+	mode smallint NOT NULL,
+	fence bigint NOT NULL,
+	holds integer NOT NULL,
+	ids text NOT NULL,
+	expires_at timestamptz NOT NULL,
+	PRIMARY KEY ("key", owner, mode)
 );`
 
 // listener is a driver's one dedicated Postgres connection LISTENing on

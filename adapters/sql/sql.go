@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sync"
 	"time"
 
 	"gorm.io/gorm"
@@ -18,9 +19,11 @@ import (
 // dialect is one database: its statements, and hooks for the rest.
 // Adding a database is writing one and naming it in gormDialects.
 type dialect struct {
-	q        queries
-	migrate  func(ctx context.Context, tx *dbsql.Tx) error // creates the schema if missing
-	classify func(err error) (transient, ambiguous bool)   // ambiguous: may have been applied
+	q         queries
+	mq        modeQueries                                   // the modal path's (modes.go)
+	txOptions *dbsql.TxOptions                              // the modal path's transactions
+	migrate   func(ctx context.Context, tx *dbsql.Tx) error // creates the schema if missing
+	classify  func(err error) (transient, ambiguous bool)   // ambiguous: may have been applied
 	// setup readies waking: d.hub, and d.poll, d.gate, d.stop as needed.
 	setup func(ctx context.Context, d *sqlDriver) error
 	// acquireOnce and releaseOnce make one attempt: runAcquire and
@@ -59,7 +62,15 @@ type sqlDriver struct {
 	local  *localQueue   // where waiters poll: this process's waiters in order
 	gates  *gates        // MySQL: wakes waiters here on releases elsewhere
 	stop   func()        // ends the dialect's background work (LISTEN, file refs)
+	// The Subtree space's driver: the same database, tables named
+	// "<table>_tree", opened by openTree on first use (nil in itself).
+	treeMu   sync.Mutex
+	tree     *sqlDriver
+	openTree func(ctx context.Context) (*sqlDriver, error)
 }
+
+// KeepsModes: the driver grants by driver.ModeKeeper's rule (modes.go).
+func (*sqlDriver) KeepsModes() {}
 
 // New returns a Locker over db, a PostgreSQL or SQLite handle opened by
 // gorm (gorm.io/driver/postgres with its default pgx driver, or
@@ -80,6 +91,20 @@ func newDriver(ctx context.Context, gdb *gorm.DB, closeDB func(), opts ...Option
 	if err != nil {
 		return nil, err
 	}
+	d, err := build(ctx, gdb, closeDB, cfg)
+	if err != nil {
+		return nil, err
+	}
+	d.openTree = func(ctx context.Context) (*sqlDriver, error) {
+		tc := cfg
+		tc.table += "_tree"
+		return build(ctx, gdb, nil, tc)
+	}
+	return d, nil
+}
+
+// build opens the driver of cfg's table over gdb.
+func build(ctx context.Context, gdb *gorm.DB, closeDB func(), cfg config) (*sqlDriver, error) {
 	if gdb == nil {
 		return nil, fmt.Errorf("%w: nil *gorm.DB", ErrInvalidOption)
 	}
@@ -120,7 +145,12 @@ func (d *sqlDriver) migrateTx(ctx context.Context) error {
 
 // Close releases the driver's connections (and lets go of the database
 // handle, if this package opened it).
-func (d *sqlDriver) Close(context.Context) error {
+func (d *sqlDriver) Close(ctx context.Context) error {
+	d.treeMu.Lock()
+	if d.tree != nil {
+		_ = d.tree.Close(ctx)
+	}
+	d.treeMu.Unlock()
 	d.stop()
 	if d.closeDB != nil {
 		d.closeDB()

@@ -17,13 +17,22 @@ const nowMS = `CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`
 // is acquire. The fence counter row is kept by triggers, and a row whose
 // holds reach 0 is deleted by one.
 func sqliteDialect(table string) *dialect {
-	fill := filler(table, "{now}", nowMS, "{ms}", "", "{pos}", "instr", "{int}", "", "{max}", "max", "{id}", `(' ' || $4 || ' ')`)
+	fill := filler(table, "{now}", nowMS, "{ms}", "", "{pos}", "instr", "{int}", "", "{max}", "max", "{id}", `(' ' || $4 || ' ')`,
+		"{k}", `"key"`, "{h}", `"{tn}_hold"`, "{q}", `"{tn}_queue"`, "{left}", `(expires_at - {now})`, "{abs}", "expires_at",
+		"{prefix}", `substr("key", 1, length($1)) = $1`)
 	acquire := fill(`INSERT INTO {t} AS l ("key", owner, fence, holds, ids, expires_at)
 VALUES ($1, $2, (SELECT v + 1 FROM "{tn}_fence" WHERE id = 1), 1, {id}, {now} + $3)
 {upsert}
 WHERE l.expires_at <= {now} OR l.owner = excluded.owner
 RETURNING fence`)
 	return &dialect{
+		// The lock is a write, so that the transaction holds SQLite's
+		// write lock from its start: one that upgraded later could meet
+		// another's and fail (SQLITE_BUSY) after its reads.
+		mq: newModeQueries(fill, false, `UPDATE "{tn}_fence" SET v = v WHERE id = 1`,
+			`UPDATE "{tn}_fence" SET v = v + 1 WHERE id = 1 RETURNING v`, "", "",
+			`INSERT INTO {q} ("key", token, mode, seq, expires_at)
+SELECT $1, $2, $3, coalesce(max(seq), 0) + 1, {now} + $4 FROM {q} WHERE "key" = $1`),
 		q: queries{
 			acquire:       acquire,
 			acquireQueued: acquire,
@@ -75,7 +84,25 @@ BEGIN UPDATE "{tn}_fence" SET v = NEW.fence WHERE id = 1 AND v < NEW.fence; END;
 CREATE TRIGGER IF NOT EXISTS "{tn}_fence_update" AFTER UPDATE OF fence ON {t}
 BEGIN UPDATE "{tn}_fence" SET v = NEW.fence WHERE id = 1 AND v < NEW.fence; END;
 CREATE TRIGGER IF NOT EXISTS "{tn}_release" AFTER UPDATE OF holds ON {t} WHEN NEW.holds <= 0
-BEGIN DELETE FROM {t} WHERE "key" = NEW."key"; END;`
+BEGIN DELETE FROM {t} WHERE "key" = NEW."key"; END;
+CREATE TABLE IF NOT EXISTS {h} (
+	"key" TEXT NOT NULL,
+	owner TEXT NOT NULL,
+	mode INTEGER NOT NULL,
+	fence INTEGER NOT NULL,
+	holds INTEGER NOT NULL,
+	ids TEXT NOT NULL,
+	expires_at INTEGER NOT NULL,
+	PRIMARY KEY ("key", owner, mode)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS {q} (
+	"key" TEXT NOT NULL,
+	token TEXT NOT NULL,
+	mode INTEGER NOT NULL DEFAULT 0,
+	seq INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL,
+	PRIMARY KEY ("key", token)
+) WITHOUT ROWID;`
 
 // sqliteClassify: only SQLITE_BUSY and SQLITE_LOCKED are transient, and a
 // statement refused with them was not applied.

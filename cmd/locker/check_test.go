@@ -12,7 +12,6 @@ import (
 // skipped for want of what a deployment does not offer (Crash, Count).
 func TestCheckOnSQLite(t *testing.T) {
 	t.Parallel()
-	skipUntilSQLModes(t)
 	db := "sqlite://" + filepath.Join(t.TempDir(), "check.db")
 	r := cli(t, testEnv(t), "check", "--backend", db).want(t, 0, "check on SQLite")
 	checks := conformance.Checks()

@@ -31,7 +31,6 @@ func TestRunSeveralKeys(t *testing.T) {
 // every holder.
 func TestRunShared(t *testing.T) {
 	t.Parallel()
-	skipUntilSQLModes(t)
 	env := testEnv(t)
 	key := uniqueKey(t)
 	r1 := holder(t, env, key, "--shared")
@@ -56,7 +55,6 @@ func TestRunShared(t *testing.T) {
 // --subtree.
 func TestRunSubtree(t *testing.T) {
 	t.Parallel()
-	skipUntilSQLModes(t)
 	env := testEnv(t)
 	key := strings.ReplaceAll(uniqueKey(t), "/", ":")
 	h := holder(t, env, key+"/a", "--subtree", "--ttl", "1s")
@@ -77,12 +75,4 @@ func TestRunSubtree(t *testing.T) {
 	if code := h.exit(t); code != exitLeaseLost {
 		t.Errorf("force-unlocked subtree holder: exit %d, want %d", code, exitLeaseLost)
 	}
-}
-
-// skipUntilSQLModes skips, loudly, a test of shared or subtree runs on the
-// SQLite default: until the SQL adapter keeps modes (#20) its shared leases
-// are exclusive and its subtree locks take the whole tree.
-func skipUntilSQLModes(t *testing.T) {
-	t.Helper()
-	t.Skip("SKIPPED UNTIL #20 LANDS ON SQL: the SQL adapter keeps no lock modes yet")
 }

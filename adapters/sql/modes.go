@@ -1,0 +1,188 @@
+package sql
+
+import (
+	"context"
+	dbsql "database/sql"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
+)
+
+// The modal path: what is not one Exclusive hold the Exclusive statements
+// take in one round trip (a Shared or intention request; an Exclusive
+// waiter where the dialect keeps no queue of its own) is decided in Go,
+// by driver.ModeKeeper's rule, inside one transaction that first
+// serializes the key with every other change to it (modeQueries.lock).
+
+// holder is a row of the key's holders: the lock row (an Exclusive holder,
+// or the header, owner "") or one of the holders table.
+type holder struct {
+	owner string
+	mode  driver.Mode
+	fence uint64
+	holds int
+	ids   string // " id1 id2 "
+	left  int64  // ms until it lapses; <= 0: lapsed
+}
+
+// place is a waiter's place in the key's queue.
+type place struct {
+	token string
+	mode  driver.Mode
+	seq   int64
+	left  int64
+}
+
+// modeState is what a modal transaction read of one key.
+type modeState struct {
+	header  *holder  // the lock row, if any
+	holders []holder // the holders table's rows, lapsed ones included
+	queue   []place  // by seq, lapsed ones included
+	wake    string   // the waiter to wake at commit ("" none)
+}
+
+// txn is one modal transaction: its connection's view of d.
+type txn struct {
+	d  *sqlDriver
+	tx *dbsql.Tx
+}
+
+// read reads key's rows.
+func (t txn) read(ctx context.Context, key string) (*modeState, error) {
+	rows, err := t.d.mq.state.query(ctx, t.tx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	s := &modeState{}
+	for rows.Next() {
+		var (
+			kind, mode int
+			h          holder
+			seq        int64
+			fence      int64
+		)
+		if err := rows.Scan(&kind, &h.owner, &mode, &fence, &h.holds, &h.ids, &h.left, &seq); err != nil {
+			return nil, err
+		}
+		h.mode, h.fence = driver.Mode(mode), uint64(fence)
+		switch kind {
+		case 0:
+			s.header = &h
+		case 1:
+			s.holders = append(s.holders, h)
+		default:
+			s.queue = append(s.queue, place{token: h.owner, mode: h.mode, seq: seq, left: h.left})
+		}
+	}
+	slices.SortFunc(s.queue, func(a, b place) int { return int(a.seq - b.seq) })
+	return s, rows.Err()
+}
+
+// exclusive is the live Exclusive holder, if any.
+func (s *modeState) exclusive() *holder {
+	if h := s.header; h != nil && h.owner != "" && h.left > 0 {
+		return h
+	}
+	return nil
+}
+
+// live returns the live holders, the Exclusive one first.
+func (s *modeState) live() []*holder {
+	var out []*holder
+	if h := s.exclusive(); h != nil {
+		out = append(out, h)
+	}
+	for i := range s.holders {
+		if s.holders[i].left > 0 {
+			out = append(out, &s.holders[i])
+		}
+	}
+	return out
+}
+
+// verdict is the rule's answer to a request: join a holder, grant anew,
+// or refuse for retry ms.
+type verdict struct {
+	ok    bool
+	join  *holder
+	retry int64
+}
+
+// decide applies driver.ModeKeeper's rule to r, whose place (if it
+// queues) is token's.
+func (s *modeState) decide(r *driver.Request, token string) (verdict, error) {
+	live := s.live()
+	for _, h := range live { // 1, 2: re-entry, or a mismatch
+		if h.owner == r.Owner {
+			if h.mode != r.Mode {
+				return verdict{}, fmt.Errorf("%w: owner %q holds %q as %v, asks for %v", locker.ErrModeMismatch, r.Owner, r.Key, h.mode, r.Mode)
+			}
+			return verdict{ok: true, join: h}, nil
+		}
+	}
+	for _, h := range live { // 3: compatible with the holders
+		if !r.Mode.Compatible(h.mode) {
+			return verdict{retry: h.left}, nil
+		}
+	}
+	for _, p := range s.queue { // and with the waiters before r
+		if token != "" && p.token == token {
+			break
+		}
+		if p.left > 0 && !r.Mode.Compatible(p.mode) {
+			return verdict{retry: p.left}, nil
+		}
+	}
+	return verdict{ok: true}, nil
+}
+
+// placeOf is token's live place, if it has one.
+func (s *modeState) placeOf(token string) *place {
+	for i := range s.queue {
+		if token != "" && s.queue[i].token == token {
+			return &s.queue[i]
+		}
+	}
+	return nil
+}
+
+// admit sets s.wake to the first live waiter if the live holders now admit
+// it: each admitted waiter, once granted, admits the next in turn.
+func (s *modeState) admit(except string) {
+	live := s.live()
+	for _, p := range s.queue {
+		if p.left <= 0 || p.token == except {
+			continue
+		}
+		for _, h := range live {
+			if !p.mode.Compatible(h.mode) {
+				return
+			}
+		}
+		s.wake = p.token
+		return
+	}
+}
+
+// withID returns ids with id added, and whether it was missing.
+func withID(ids, id string) (string, bool) {
+	if strings.Contains(ids, " "+id+" ") {
+		return ids, false
+	}
+	if ids == "" {
+		ids = " "
+	}
+	return ids + id + " ", true
+}
+
+// withoutID returns ids without id, and whether it was there.
+func withoutID(ids, id string) (string, bool) {
+	if !strings.Contains(ids, " "+id+" ") {
+		return ids, false
+	}
+	return strings.Replace(ids, " "+id+" ", " ", 1), true
+}
