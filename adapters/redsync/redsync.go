@@ -77,8 +77,7 @@ func WithDriftFactor(f float64) Option { return func(c *config) { c.driftFactor 
 
 func withOwnClients() Option { return func(c *config) { c.ownClients = true } }
 
-// redlock is the driver: driver.Driver, ModeKeeper, Batcher, Notifier and
-// Admin.
+// redlock is the driver: driver.Driver, driver.Notifier and driver.Admin.
 type redlock struct {
 	cfg     config
 	masters []*master
@@ -94,10 +93,8 @@ type redlock struct {
 }
 
 var (
-	_ driver.ModeKeeper = (*redlock)(nil)
-	_ driver.Batcher    = (*redlock)(nil)
-	_ driver.Notifier   = (*redlock)(nil)
-	_ driver.Admin      = (*redlock)(nil)
+	_ driver.Notifier = (*redlock)(nil)
+	_ driver.Admin    = (*redlock)(nil)
 )
 
 // New returns a Locker over clients, one per independent master: an odd
@@ -125,7 +122,7 @@ func newDriver(clients []goredis.UniversalClient, opts ...Option) (*redlock, err
 	case cfg.driftFactor < 0 || cfg.driftFactor >= 0.5:
 		return nil, fmt.Errorf("%w: drift factor %v is outside [0, 0.5)", ErrInvalidOption, cfg.driftFactor)
 	}
-	d := &redlock{cfg: cfg, quorum: len(clients)/2 + 1, news: news{need: len(clients)/2 + 1, keys: map[string]*keyNews{}}, changed: make(chan struct{})}
+	d := &redlock{cfg: cfg, quorum: len(clients)/2 + 1, news: news{keys: map[string]*keyNews{}}, changed: make(chan struct{})}
 	for _, c := range clients {
 		d.masters = append(d.masters, &master{client: c})
 	}
@@ -133,18 +130,18 @@ func newDriver(clients []goredis.UniversalClient, opts ...Option) (*redlock, err
 	return d, nil
 }
 
-// KeepsModes declares that Acquire grants by driver.ModeKeeper's rule
-// (acquireScript applies it on each master).
-func (d *redlock) KeepsModes() {}
+func (d *redlock) lockKey(key string) string { return d.cfg.prefix + "l:" + key }
+func (d *redlock) channel(key string) string { return d.cfg.prefix + "r:" + key }
+func (d *redlock) counterKey() string        { return d.cfg.prefix + "fence" }
 
 // drift is Redlock's allowance for clock drift between the masters.
 func (d *redlock) drift(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl)*d.cfg.driftFactor) + 2*time.Millisecond
 }
 
-// Subscribe joins the waiters of r's key in r's mode.
+// Subscribe joins the waiters of r's key.
 func (d *redlock) Subscribe(ctx context.Context, r *driver.Request) (<-chan struct{}, func(), error) {
-	return d.hub.Subscribe(ctx, hubKey(nameOf(r), r.Mode))
+	return d.hub.Subscribe(ctx, r.Key)
 }
 
 // Listening is true once a quorum of the masters' subscriptions is live:
@@ -153,6 +150,10 @@ func (d *redlock) Listening() bool {
 	ok, _ := d.live()
 	return ok
 }
+
+// Abandon has nothing to do: a failed attempt undoes itself before it
+// returns, and nothing queues.
+func (d *redlock) Abandon(context.Context, *driver.Request) {}
 
 // Close stops the subscriptions; it closes the clients only if Open made
 // them.
