@@ -47,6 +47,25 @@
 // A row lives while its lock is held, or until its expired lock is taken
 // over in place.
 //
+// Shared and subtree locks (lock modes) add, beside each lock table:
+//
+//	locker_locks_hold (key, owner, mode, fence, holds, ids, expires_at):
+//	          the Shared and intention holders, one row per owner and mode
+//	locker_locks_queue gains mode (0, Exclusive, for the rows written
+//	          before); SQLite gains the queue table
+//	locker_locks_tree, …_tree_hold, …_tree_queue, …_tree_fence: the
+//	          Subtree space, made on its first use
+//
+// While a key has holders other than an Exclusive one, its row in the
+// lock table is a header, owner '', lapsing with the last of them: the
+// Exclusive statements find the key held and need no change, and clients
+// of an earlier version keep out. A Shared or intention request, and an
+// Exclusive waiter on SQLite, is decided in Go by driver.ModeKeeper's rule
+// in one transaction that first serializes the key with every other change
+// to it (Postgres: the acquire statement's advisory lock; MySQL: the key's
+// row; SQLite: the database's write lock), and draws its fence from the
+// same counter as the Exclusive statements.
+//
 // # Guarantees
 //
 // Acquire is one statement, INSERT … ON CONFLICT (key) DO UPDATE … WHERE the
