@@ -1,9 +1,11 @@
 package etcd
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -58,47 +60,149 @@ func (d *etcdDriver) attempt(ctx context.Context, r *driver.Request) (driver.Gra
 	if err != nil {
 		return driver.Grant{}, d.fail(ctx, r.Key, err)
 	}
-	q := d.queue(r.Key)
+	q := d.queue(r.Space, r.Key)
 	en := &entry{d: d, r: r, name: q + rand.Text(), lease: el}
 	r.State = en
-	put := clientv3.OpPut(en.name, record{Owner: r.Owner, Holds: []string{r.ID}}.encode(), clientv3.WithLease(el.id))
-	if !r.Wait || r.Reentrant {
-		// Only into an empty queue; else learn the holder, for re-entry.
-		resp, err := en.txn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(q), "=", 0).WithPrefix()},
-			[]clientv3.Op{put}, clientv3.OpGet(q, append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...))
-		if err != nil {
-			return driver.Grant{}, err
-		}
-		if resp.Succeeded {
-			return en.take(ctx, resp.Header.Revision, start)
-		}
-		if first := kvs(resp, 0); r.Reentrant && len(first) == 1 {
-			if rec, err := decodeRecord(first[0].Value); err == nil && rec.Owner == r.Owner {
-				en.discard(ctx) // a dedicated lease we turn out not to need
-				return d.reenter(ctx, r, first[0], rec)
-			}
-		}
-		if !r.Wait {
-			en.discard(ctx)
-			return driver.Grant{}, nil
+	put := clientv3.OpPut(en.name, record{Owner: r.Owner, Holds: []string{r.ID}, Mode: r.Mode}.encode(), clientv3.WithLease(el.id))
+	if !r.Wait || r.Reentrant || r.Mode != driver.Exclusive {
+		if g, done, err := en.tryFirst(ctx, q, put, start); done || err != nil {
+			return g, err
 		}
 	}
-	// Queue up, learning the last entry before mine in the same txn.
-	resp, err := en.txn(ctx, nil, []clientv3.Op{
-		clientv3.OpGet(q, append(clientv3.WithLastCreate(), clientv3.WithPrefix(), clientv3.WithKeysOnly())...),
-		put,
-	})
+	// Queue up, learning the entries before mine in the same txn: the
+	// last one (Exclusive: each excludes it), or all, to find the last
+	// one my mode is not compatible with.
+	before := clientv3.OpGet(q, append(clientv3.WithLastCreate(), clientv3.WithPrefix(), clientv3.WithKeysOnly())...)
+	if r.Mode != driver.Exclusive {
+		before = clientv3.OpGet(q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	}
+	resp, err := en.txn(ctx, nil, []clientv3.Op{before, put})
 	if err != nil {
 		return driver.Grant{}, err
 	}
 	mine := resp.Header.Revision
-	if pred := kvs(resp, 0); len(pred) > 0 {
-		if err := en.waitTurn(ctx, mine, pred[0]); err != nil {
+	if pred := waitFor(kvs(resp, 0), r.Mode); pred != nil {
+		if err := en.waitTurn(ctx, mine, pred); err != nil {
 			return driver.Grant{}, err
 		}
 		start = time.Now()
+		if r.Space == driver.Subtree {
+			fence, err := en.refence(ctx, mine)
+			if err != nil {
+				return driver.Grant{}, err
+			}
+			return en.take(ctx, mine, fence, start)
+		}
 	}
-	return en.take(ctx, mine, start)
+	return en.take(ctx, mine, mine, start)
+}
+
+// refence gives a subtree node granted after a wait a fence drawn now,
+// and records it in its entry for a re-entry to find: its create revision
+// may be below the fence of a lock taken below it meanwhile (a subtree
+// lock's path is taken after its ancestors, and one of them may have
+// queued behind this node), as nowhere else, since every entry of a key
+// its mode excludes is granted in revision order. errRequeue if the entry
+// is gone.
+func (en *entry) refence(ctx context.Context, created int64) (int64, error) {
+	key, name := en.r.Key, en.name
+	for {
+		resp, err := en.d.txn(ctx, key, nil, []clientv3.Op{clientv3.OpGet(name)})
+		if err != nil {
+			return 0, err
+		}
+		kv := kvs(resp, 0)
+		if len(kv) == 0 || kv[0].CreateRevision != created {
+			return 0, errRequeue
+		}
+		rec, err := decodeRecord(kv[0].Value)
+		if err != nil {
+			return 0, errRequeue
+		}
+		// The fence is a write's revision: above every write before it,
+		// the releases that let this node go included.
+		touch, err := en.d.txn(ctx, key, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(name), "=", kv[0].ModRevision)},
+			[]clientv3.Op{clientv3.OpPut(name, rec.encode(), clientv3.WithIgnoreLease())})
+		if err != nil {
+			return 0, err
+		}
+		if !touch.Succeeded {
+			continue // a re-entry changed it meanwhile
+		}
+		rec.Fence = touch.Header.Revision
+		if ok, err := en.d.rewrite(ctx, key, name, rec.Fence, rec); ok || err != nil {
+			return rec.Fence, err
+		}
+	}
+}
+
+// waitFor is the entry among before (the entries before a call's, all
+// of them, or the last for an Exclusive call) to wait for: the last that
+// mode excludes; nil if the call holds the key.
+func waitFor(before []*mvccpb.KeyValue, mode driver.Mode) *mvccpb.KeyValue {
+	if mode == driver.Exclusive {
+		if len(before) == 0 {
+			return nil
+		}
+		return before[len(before)-1]
+	}
+	return lastIncompatible(before, mode)
+}
+
+// tryFirst is the attempt of a call that may not queue: a TryLock, a
+// WithOwner call (a re-entry waits for nobody), or one in a mode that
+// other holders may share. Its entry goes in at once into an empty queue,
+// or one whose every entry its mode is compatible with (unless an entry
+// came meanwhile: then it starts over); a re-entry joins its owner's
+// holder. done is false if the call is to queue.
+func (en *entry) tryFirst(ctx context.Context, q string, put clientv3.Op, start time.Time) (g driver.Grant, done bool, err error) {
+	r := en.r
+	get := clientv3.OpGet(q, append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...)
+	if r.Reentrant || r.Mode != driver.Exclusive {
+		get = clientv3.OpGet(q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	}
+	resp, err := en.txn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(q), "=", 0).WithPrefix()}, []clientv3.Op{put}, get)
+	if err != nil {
+		return driver.Grant{}, true, err
+	}
+	if resp.Succeeded {
+		g, err = en.take(ctx, resp.Header.Revision, resp.Header.Revision, start)
+		return g, true, err
+	}
+	entries := kvs(resp, 0)
+	if r.Reentrant {
+		for i, ok := range granted(entries) {
+			rec, err := decodeRecord(entries[i].Value)
+			if !ok || err != nil || rec.Owner != r.Owner {
+				continue
+			}
+			en.discard(ctx) // a dedicated lease we turn out not to need
+			if rec.Mode != r.Mode {
+				return driver.Grant{}, true, fmt.Errorf("%w: owner %q holds %q as %v, asks for %v", locker.ErrModeMismatch, r.Owner, r.Key, rec.Mode, r.Mode)
+			}
+			g, err = en.d.reenter(ctx, r, entries[i], rec)
+			return g, true, err
+		}
+	}
+	if r.Mode != driver.Exclusive && lastIncompatible(entries, r.Mode) == nil {
+		// Compatible with every entry: in, unless one came since the read.
+		since := clientv3.Compare(clientv3.CreateRevision(q), "<", resp.Header.Revision+1).WithPrefix()
+		put, err := en.txn(ctx, []clientv3.Cmp{since}, []clientv3.Op{put})
+		switch {
+		case err != nil:
+			return driver.Grant{}, true, err
+		case put.Succeeded:
+			g, err = en.take(ctx, put.Header.Revision, put.Header.Revision, start)
+			return g, true, err
+		}
+		en.discard(ctx)
+		return driver.Grant{}, true, errRequeue
+	}
+	if !r.Wait {
+		en.discard(ctx)
+		return driver.Grant{}, true, nil
+	}
+	return driver.Grant{}, false, nil
 }
 
 // txn runs the txn that may create en's entry. etcd refuses it, writing
@@ -115,7 +219,7 @@ func (en *entry) txn(ctx context.Context, cmp []clientv3.Cmp, then []clientv3.Op
 // take grants the key to en, now the lowest entry, with create revision
 // fence. The etcd lease is first made known to outlive the lease's first
 // deadline by a good margin, and the validity is never longer than that.
-func (en *entry) take(ctx context.Context, fence int64, start time.Time) (driver.Grant, error) {
+func (en *entry) take(ctx context.Context, created, fence int64, start time.Time) (driver.Grant, error) {
 	need := en.r.TTL * 2 / 3
 	if !en.r.KeepAlive {
 		need = en.r.TTL // nobody will renew it: give it its whole TTL
@@ -129,7 +233,7 @@ func (en *entry) take(ctx context.Context, fence int64, start time.Time) (driver
 		}
 	}
 	return driver.Grant{
-		Hold: &hold{entry: en, fence: fence}, Fence: uint64(fence),
+		Hold: &hold{entry: en, created: created}, Fence: uint64(fence),
 		Start: start, Validity: min(en.r.TTL, en.lease.expires().Sub(start)),
 	}, nil
 }
@@ -146,7 +250,7 @@ func (d *etcdDriver) reenter(ctx context.Context, r *driver.Request, kv *mvccpb.
 	if err := d.addHold(ctx, r.Key, en.name, kv.ModRevision, rec, r.ID); err != nil {
 		return driver.Grant{}, err
 	}
-	return en.take(ctx, kv.CreateRevision, start)
+	return en.take(ctx, kv.CreateRevision, cmp.Or(rec.Fence, kv.CreateRevision), start)
 }
 
 // discard drops a dedicated lease granted for an entry that was not created.
@@ -166,5 +270,5 @@ func (en *entry) undo(ctx context.Context) {
 
 // drop removes en's hold from its entry, whatever the entry's fence.
 func (en *entry) drop(ctx context.Context) error {
-	return en.d.dropHold(ctx, en.r.Key, en.name, en.r.Owner, en.r.ID, 0)
+	return en.d.dropHold(ctx, en.r.Key, en.name, record{Owner: en.r.Owner, Mode: en.r.Mode}, en.r.ID, 0)
 }

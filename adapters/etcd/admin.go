@@ -3,8 +3,10 @@ package etcd
 import (
 	"cmp"
 	"context"
+	"slices"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -12,80 +14,132 @@ import (
 	"github.com/locker-go/locker/driver"
 )
 
-// Status implements driver.Admin: the holder is the lowest entry of key's
-// queue; the others are waiters.
-func (d *etcdDriver) Status(ctx context.Context, _ driver.Space, key string) (driver.LockInfo, error) {
-	list, err := d.list(ctx, key, d.queue(key)) // holds key's entries only
+// Status implements driver.Admin: the holders are the entries of key's
+// queue that hold (every entry before each is compatible with it), the
+// Shared and Exclusive ones; the others are waiters.
+func (d *etcdDriver) Status(ctx context.Context, space driver.Space, key string) (driver.LockInfo, error) {
+	list, err := d.list(ctx, key, space, d.queue(space, key)) // holds key's entries only
 	if err != nil || len(list) == 0 {
 		return driver.LockInfo{}, cmp.Or(err, locker.ErrNotHeld)
 	}
 	return list[0], nil
 }
 
-// List implements driver.Admin.
+// List implements driver.Admin, over both spaces.
 func (d *etcdDriver) List(ctx context.Context, prefix string) ([]driver.LockInfo, error) {
-	return d.list(ctx, prefix, d.prefix+escape(prefix))
+	list, err := d.list(ctx, prefix, driver.Plain, d.prefix+escape(prefix))
+	if err != nil {
+		return nil, err
+	}
+	tree, err := d.list(ctx, prefix, driver.Subtree, d.spacePrefix(driver.Subtree)+escape(prefix))
+	return append(list, tree...), err
 }
 
-// list describes the locks whose entries lie under the etcd prefix from.
-func (d *etcdDriver) list(ctx context.Context, key, from string) ([]driver.LockInfo, error) {
+// list describes the locks of space whose entries lie under the etcd
+// prefix from.
+func (d *etcdDriver) list(ctx context.Context, key string, space driver.Space, from string) ([]driver.LockInfo, error) {
 	rctx, cancel := d.rpc(ctx)
 	defer cancel()
 	resp, err := d.client.Get(rctx, from, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
 		return nil, d.fail(ctx, key, err)
 	}
+	queues := map[string][]*mvccpb.KeyValue{}
+	var keys []string
+	for _, kv := range resp.Kvs { // oldest first
+		k, sp, ok := splitEntry(d.prefix, string(kv.Key))
+		if !ok || sp != space {
+			continue
+		}
+		if queues[k] == nil {
+			keys = append(keys, k)
+		}
+		queues[k] = append(queues[k], kv)
+	}
 	var list []driver.LockInfo
-	at := map[string]int{} // a key's index in list
 	expiries := map[int64]time.Time{}
-	for _, kv := range resp.Kvs { // oldest first: a key's first entry holds it
-		key, ok := splitEntry(d.prefix, string(kv.Key))
-		switch i, seen := at[key]; {
-		case !ok:
-		case seen:
-			list[i].Waiters++
-		default:
-			at[key] = len(list)
-			list = append(list, d.info(rctx, key, kv, expiries))
+	for _, k := range keys {
+		if info, ok := d.info(rctx, k, space, queues[k], expiries); ok {
+			list = append(list, info)
 		}
 	}
 	return list, nil
 }
 
-// info describes a holder entry; Expires comes from its etcd lease's TTL.
-func (d *etcdDriver) info(ctx context.Context, key string, kv *mvccpb.KeyValue, expiries map[int64]time.Time) driver.LockInfo {
-	info := driver.LockInfo{Key: key, Fence: uint64(kv.CreateRevision), Holds: 1}
-	if rec, err := decodeRecord(kv.Value); err == nil {
-		info.Owner, info.Holds = rec.Owner, max(1, len(rec.Holds))
-	}
-	exp, ok := expiries[kv.Lease]
-	if !ok && kv.Lease != 0 {
-		now := time.Now()
-		if ttl, err := d.client.TimeToLive(ctx, clientv3.LeaseID(kv.Lease)); err == nil && ttl.TTL >= 0 {
-			exp = now.Add(time.Duration(ttl.TTL) * time.Second)
+// info describes key's queue: its Shared or Exclusive holders, each's
+// Expires from its etcd lease's TTL; ok is false if none holds.
+func (d *etcdDriver) info(ctx context.Context, key string, space driver.Space, queue []*mvccpb.KeyValue, expiries map[int64]time.Time) (driver.LockInfo, bool) {
+	info := driver.LockInfo{Key: key, Space: space, Mode: driver.Shared}
+	for i, ok := range granted(queue) {
+		kv := queue[i]
+		mode := modeOf(kv)
+		switch {
+		case !ok:
+			info.Waiters++
+			continue
+		case mode.Intent():
+			continue
+		case mode == driver.Exclusive:
+			info.Mode = driver.Exclusive
 		}
-		expiries[kv.Lease] = exp
+		h := driver.Holder{Fence: uint64(kv.CreateRevision), Holds: 1, Expires: d.expiry(ctx, kv.Lease, expiries)}
+		if rec, err := decodeRecord(kv.Value); err == nil {
+			h.Owner, h.Holds = rec.Owner, max(1, len(rec.Holds))
+		}
+		info.Holders = append(info.Holders, h)
 	}
-	info.Expires = exp
-	return info
+	if len(info.Holders) == 0 {
+		return info, false
+	}
+	first := info.Holders[0]
+	info.Owner, info.Fence, info.Holds, info.Expires = first.Owner, first.Fence, first.Holds, first.Expires
+	return info, true
 }
 
-// ForceUnlock implements driver.Admin. It deletes the holder's entry, not
-// its etcd lease (which may carry other locks); the holder's next refresh
-// finds the entry gone and reports ErrLeaseLost, and the next waiter's
-// watch fires at once.
-func (d *etcdDriver) ForceUnlock(ctx context.Context, _ driver.Space, key string) error {
-	first := clientv3.OpGet(d.queue(key), append(clientv3.WithFirstCreate(), clientv3.WithPrefix(), clientv3.WithKeysOnly())...)
-	for {
-		resp, err := d.txn(ctx, key, nil, []clientv3.Op{first})
-		if err != nil || len(kvs(resp, 0)) == 0 {
-			return cmp.Or(err, locker.ErrNotHeld)
+// expiry is when etcd lease id runs out, as its TTL says now.
+func (d *etcdDriver) expiry(ctx context.Context, id int64, expiries map[int64]time.Time) time.Time {
+	exp, ok := expiries[id]
+	if !ok && id != 0 {
+		now := time.Now()
+		if ttl, err := d.client.TimeToLive(ctx, clientv3.LeaseID(id)); err == nil && ttl.TTL >= 0 {
+			exp = now.Add(time.Duration(ttl.TTL) * time.Second)
 		}
-		// Entry names are random, never reused: deleting by name is safe.
-		del, err := d.txn(ctx, key, nil, []clientv3.Op{clientv3.OpDelete(string(kvs(resp, 0)[0].Key))})
-		if err != nil || del.Responses[0].GetResponseDeleteRange().Deleted > 0 {
+		expiries[id] = exp
+	}
+	return exp
+}
+
+// ForceUnlock implements driver.Admin. It deletes the holders' entries
+// (Shared and Exclusive; intention holders are no locks of their own),
+// not their etcd leases (which may carry other locks); a holder's next
+// refresh finds its entry gone and reports ErrLeaseLost, and the next
+// waiter's watch fires at once.
+func (d *etcdDriver) ForceUnlock(ctx context.Context, space driver.Space, key string) error {
+	q := d.queue(space, key)
+	all := clientv3.OpGet(q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	for {
+		resp, err := d.txn(ctx, key, nil, []clientv3.Op{all})
+		if err != nil {
 			return err
 		}
-		// It went meanwhile: force the next holder's.
+		entries := kvs(resp, 0)
+		var del []clientv3.Op
+		for i, ok := range granted(entries) {
+			if ok && !modeOf(entries[i]).Intent() {
+				// Entry names are random, never reused: deleting by name is safe.
+				del = append(del, clientv3.OpDelete(string(entries[i].Key)))
+			}
+		}
+		if len(del) == 0 {
+			return locker.ErrNotHeld
+		}
+		resp, err = d.txn(ctx, key, nil, del)
+		if err != nil {
+			return err
+		}
+		if slices.ContainsFunc(resp.Responses, func(r *etcdserverpb.ResponseOp) bool { return r.GetResponseDeleteRange().Deleted > 0 }) {
+			return nil
+		}
+		// They went meanwhile: force the next holders.
 	}
 }

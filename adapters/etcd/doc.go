@@ -10,6 +10,15 @@
 // owner and the set of hold ids it carries (several with re-entry under
 // WithOwner), so that a write retried after a lost reply applies once.
 //
+// An entry also records its mode (driver.ModeKeeper): it holds the key
+// once every entry before it is compatible with it, so a shared request
+// behind a waiting exclusive one waits (writers are not starved), and a
+// waiter watches the last entry before it that its mode excludes. Subtree
+// nodes queue under prefix+"%T" (no escaped key begins so); a subtree node
+// granted after a wait takes as fence the revision of a write made then,
+// since its create revision may be below the fence of a lock granted below
+// it meanwhile.
+//
 // Lock queues its entry and watches only its predecessor (no herd).
 // TryLock writes only into an empty queue, so a refusal leaves nothing. An
 // entry whose removal fails is retried by a background sweep until it is

@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
 )
 
 // DefaultPrefix is the key namespace when neither WithPrefix nor a URL path
@@ -96,7 +97,25 @@ func newDriver(client *clientv3.Client, opts ...Option) (*etcdDriver, error) {
 }
 
 // queue is the etcd key prefix holding key's entries, one per holder or waiter.
-func (d *etcdDriver) queue(key string) string { return d.prefix + escape(key) + "/" }
+func (d *etcdDriver) queue(space driver.Space, key string) string {
+	return d.spacePrefix(space) + escape(key) + "/"
+}
+
+// spacePrefix begins the queues of space: the Subtree space's are under
+// "%T", which no escaped key begins with (escape writes '%' as "%25").
+func (d *etcdDriver) spacePrefix(space driver.Space) string {
+	if space == driver.Subtree {
+		return d.prefix + subtreeMark
+	}
+	return d.prefix
+}
+
+const subtreeMark = "%T"
+
+// KeepsModes: entries carry their mode, and an entry holds once every
+// entry before it is compatible with it (driver.ModeKeeper's rule, in
+// revision order).
+func (*etcdDriver) KeepsModes() {}
 
 // rpc bounds one etcd call by the request timeout.
 func (d *etcdDriver) rpc(ctx context.Context) (context.Context, context.CancelFunc) {

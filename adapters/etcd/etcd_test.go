@@ -65,7 +65,6 @@ func harness(t testing.TB, proxied bool) conformance.Harness {
 	var crasher faultproxy.Crasher
 	t.Cleanup(func() { _ = crasher.Close() })
 	return conformance.Harness{
-		NoModes: true, // TODO(#20): modes in this driver
 		NewLocker: func(context.Context) (locker.Locker, error) {
 			addr := b.addr
 			var p *faultproxy.Proxy
@@ -92,11 +91,7 @@ func harness(t testing.TB, proxied bool) conformance.Harness {
 		Hang:  crasher.Blackhole,
 		Slow:  crasher.Delay,
 		Count: func(ctx context.Context, prefix string) (int, error) {
-			resp, err := direct.Get(ctx, b.prefix+escape(prefix), clientv3.WithPrefix(), clientv3.WithCountOnly())
-			if err != nil {
-				return 0, err
-			}
-			return int(resp.Count), nil
+			return countEntries(ctx, direct, b.prefix, prefix)
 		},
 		FIFO: true,
 		TTL:  2 * time.Second, // etcd's least lease TTL with default election settings
@@ -143,16 +138,23 @@ func TestConformanceCluster(t *testing.T) {
 	}
 	t.Cleanup(func() { direct.Close() })
 	conformance.Run(t, conformance.Harness{
-		NoModes:   true, // TODO(#20): modes in this driver
 		NewLocker: func(ctx context.Context) (locker.Locker, error) { return locker.Open(ctx, u.String()) },
-		Count: func(ctx context.Context, p string) (int, error) {
-			resp, err := direct.Get(ctx, prefix+escape(p), clientv3.WithPrefix(), clientv3.WithCountOnly())
-			if err != nil {
-				return 0, err
-			}
-			return int(resp.Count), nil
-		},
-		FIFO: true,
-		TTL:  2 * time.Second,
+		Count:     func(ctx context.Context, p string) (int, error) { return countEntries(ctx, direct, prefix, p) },
+		FIFO:      true,
+		TTL:       2 * time.Second,
 	})
+}
+
+// countEntries counts the queue entries of keys beginning with p, plain
+// and subtree ("%T" begins the subtree space's, as in the adapter).
+func countEntries(ctx context.Context, c *clientv3.Client, prefix, p string) (int, error) {
+	n := 0
+	for _, from := range []string{prefix + escape(p), prefix + "%T" + escape(p)} {
+		resp, err := c.Get(ctx, from, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return 0, err
+		}
+		n += int(resp.Count)
+	}
+	return n, nil
 }

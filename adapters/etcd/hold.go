@@ -15,11 +15,11 @@ import (
 )
 
 // hold is one granted hold (driver.Hold, driver.Expirer): its entry, with
-// the create revision fence as the proof of ownership. The portable lease
+// its create revision as the proof of ownership. The portable lease
 // makes its calls one at a time.
 type hold struct {
 	*entry
-	fence int64
+	created int64 // the entry's create revision: which entry is ours
 	// unsure: a Release failed after its write may have applied, so a hold
 	// found gone on the next try is taken as released by that write.
 	unsure bool
@@ -42,7 +42,7 @@ func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	kv := kvs(resp, 0)
-	if len(kv) == 0 || kv[0].CreateRevision != h.fence || kv[0].Lease != int64(h.lease.id) {
+	if len(kv) == 0 || kv[0].CreateRevision != h.created || kv[0].Lease != int64(h.lease.id) {
 		return 0, locker.ErrNotHeld
 	}
 	if rec, err := decodeRecord(kv[0].Value); err != nil || !rec.has(h.r.ID) {
@@ -55,7 +55,7 @@ func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 // repeated after a failure (a retried Unlock): the drop applies once, and
 // a hold found gone after a failed try counts as released.
 func (h *hold) Release(ctx context.Context) error {
-	err := h.d.dropHold(ctx, h.r.Key, h.name, h.r.Owner, h.r.ID, h.fence)
+	err := h.d.dropHold(ctx, h.r.Key, h.name, record{Owner: h.r.Owner, Mode: h.r.Mode}, h.r.ID, h.created)
 	switch {
 	case errors.Is(err, locker.ErrNotHeld) && h.unsure:
 		err = nil // the earlier try's write did apply
@@ -97,12 +97,14 @@ func (d *etcdDriver) addHold(ctx context.Context, key, name string, rev int64, r
 	return err
 }
 
-// dropHold removes hold from the entry name of owner (with create revision
-// fence, if fence > 0), deleting the entry with its last hold; ErrNotHeld,
-// changing nothing, if the hold or the entry is gone. A single hold takes
-// one txn: delete if the value is exactly ours, else read it, and rewrite.
-func (d *etcdDriver) dropHold(ctx context.Context, key, name, owner, hold string, fence int64) error {
-	cmp := []clientv3.Cmp{clientv3.Compare(clientv3.Value(name), "=", record{Owner: owner, Holds: []string{hold}}.encode())}
+// dropHold removes hold from the entry name of who (its owner and mode;
+// with create revision fence, if fence > 0), deleting the entry with its
+// last hold; ErrNotHeld, changing nothing, if the hold or the entry is
+// gone. A single hold takes one txn: delete if the value is exactly ours,
+// else read it, and rewrite.
+func (d *etcdDriver) dropHold(ctx context.Context, key, name string, who record, hold string, fence int64) error {
+	owner := who.Owner
+	cmp := []clientv3.Cmp{clientv3.Compare(clientv3.Value(name), "=", record{Owner: owner, Holds: []string{hold}, Mode: who.Mode}.encode())}
 	if fence > 0 {
 		cmp = append(cmp, clientv3.Compare(clientv3.CreateRevision(name), "=", fence))
 	}

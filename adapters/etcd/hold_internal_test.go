@@ -42,7 +42,7 @@ func testLocker(t *testing.T) (locker.Locker, *etcdDriver, *clientv3.Client) {
 // readEntry returns key's only queue entry and its record.
 func readEntry(t *testing.T, d *etcdDriver, c *clientv3.Client, key string) (string, int64, record) {
 	t.Helper()
-	resp, err := c.Get(context.Background(), d.queue(key), clientv3.WithPrefix())
+	resp, err := c.Get(context.Background(), d.queue(driver.Plain, key), clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,10 +101,10 @@ func TestHoldOpsIdempotent(t *testing.T) {
 	}
 
 	// Drop: the second time changes nothing and says so.
-	if err := d.dropHold(ctx, key, name, owner, extra, 0); err != nil {
+	if err := d.dropHold(ctx, key, name, record{Owner: owner}, extra, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.dropHold(ctx, key, name, owner, extra, 0); !errors.Is(err, locker.ErrNotHeld) {
+	if err := d.dropHold(ctx, key, name, record{Owner: owner}, extra, 0); !errors.Is(err, locker.ErrNotHeld) {
 		t.Errorf("repeated dropHold = %v, want ErrNotHeld", err)
 	}
 	if n := holds(); n != 2 {
@@ -116,7 +116,7 @@ func TestHoldOpsIdempotent(t *testing.T) {
 	if err := b.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	retry := &hold{entry: &entry{d: d, r: &driver.Request{Key: key, Owner: owner, ID: rec.Holds[1], TTL: locker.DefaultTTL}, name: name, lease: &etcdLease{d: d}}, fence: int64(b.Fence())}
+	retry := &hold{entry: &entry{d: d, r: &driver.Request{Key: key, Owner: owner, ID: rec.Holds[1], TTL: locker.DefaultTTL}, name: name, lease: &etcdLease{d: d}}, created: int64(b.Fence())}
 	retry.unsure = true // as the failed first try left it
 	if err := retry.Release(ctx); err != nil {
 		t.Errorf("retried Release after a lost reply = %v, want nil", err)
@@ -128,14 +128,14 @@ func TestHoldOpsIdempotent(t *testing.T) {
 		t.Errorf("a.Refresh after b's retried Unlock = %v; a's hold was dropped", err)
 	}
 	// Without an earlier failed try, a missing hold is reported.
-	fresh := &hold{entry: &entry{d: d, r: &driver.Request{Key: key, Owner: owner, ID: rec.Holds[1]}, name: name, lease: &etcdLease{d: d}}, fence: int64(b.Fence())}
+	fresh := &hold{entry: &entry{d: d, r: &driver.Request{Key: key, Owner: owner, ID: rec.Holds[1]}, name: name, lease: &etcdLease{d: d}}, created: int64(b.Fence())}
 	if err := fresh.Release(ctx); !errors.Is(err, locker.ErrNotHeld) {
 		t.Errorf("Release of a hold never dropped by us = %v, want ErrNotHeld", err)
 	}
 	if err := a.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if resp, err := c.Get(ctx, d.queue(key), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
+	if resp, err := c.Get(ctx, d.queue(driver.Plain, key), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
 		t.Errorf("entries after the last Unlock: %v, %v; want none", resp.Count, err)
 	}
 }

@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/locker-go/locker/driver"
 )
 
 // escape maps a user key to a path segment without '/' ('%' and '/' are
@@ -21,8 +25,46 @@ var (
 // undone without touching anyone else's hold. Its encoding is
 // deterministic, so a txn can compare the whole value.
 type record struct {
-	Owner string   `json:"owner"`
-	Holds []string `json:"holds"`
+	Owner string      `json:"owner"`
+	Holds []string    `json:"holds"`
+	Mode  driver.Mode `json:"mode,omitempty"` // Exclusive (0) in entries written before modes
+	// Fence is a subtree node's fence where it is not its create
+	// revision (see refence); 0: it is.
+	Fence int64 `json:"fence,omitempty"`
+}
+
+// modeOf is the mode of entry kv; one that is not ours excludes all.
+func modeOf(kv *mvccpb.KeyValue) driver.Mode {
+	rec, err := decodeRecord(kv.Value)
+	if err != nil {
+		return driver.Exclusive
+	}
+	return rec.Mode
+}
+
+// granted reports, for each of a queue's entries (by create revision),
+// whether it holds the key: whether every entry before it is compatible.
+func granted(entries []*mvccpb.KeyValue) []bool {
+	out := make([]bool, len(entries))
+	modes := make([]driver.Mode, len(entries))
+	for i, kv := range entries {
+		modes[i], out[i] = modeOf(kv), true
+		for _, m := range modes[:i] {
+			out[i] = out[i] && modes[i].Compatible(m)
+		}
+	}
+	return out
+}
+
+// lastIncompatible is the last of entries that mode m is not compatible
+// with: the one to wait for, none if m may hold.
+func lastIncompatible(entries []*mvccpb.KeyValue, m driver.Mode) *mvccpb.KeyValue {
+	for i := len(entries) - 1; i >= 0; i-- {
+		if !m.Compatible(modeOf(entries[i])) {
+			return entries[i]
+		}
+	}
+	return nil
 }
 
 func (r record) encode() string {
@@ -40,15 +82,20 @@ func decodeRecord(v []byte) (record, error) {
 	return r, nil
 }
 
-// splitEntry turns an entry key back into the user key it queues for.
-func splitEntry(prefix, entry string) (string, bool) {
+// splitEntry turns an entry key back into the user key it queues for,
+// in the space its prefix says.
+func splitEntry(prefix, entry string) (string, driver.Space, bool) {
 	rest, ok := strings.CutPrefix(entry, prefix)
 	if !ok {
-		return "", false
+		return "", 0, false
+	}
+	space := driver.Plain
+	if r, ok := strings.CutPrefix(rest, subtreeMark); ok {
+		rest, space = r, driver.Subtree
 	}
 	i := strings.LastIndexByte(rest, '/')
 	if i < 0 {
-		return "", false
+		return "", 0, false
 	}
-	return unescape(rest[:i]), true
+	return unescape(rest[:i]), space, true
 }

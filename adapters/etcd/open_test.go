@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
 )
 
 func TestParseURL(t *testing.T) {
@@ -140,11 +141,15 @@ func TestEscape(t *testing.T) {
 func TestSplitEntry(t *testing.T) {
 	for _, k := range []string{"a", "a/b", "a%2Fb", "%", "ключ/x"} {
 		name := "/l/" + escape(k) + "/RANDOM"
-		if got, ok := splitEntry("/l/", name); !ok || got != k {
-			t.Errorf("splitEntry(%q) = %q, %v; want %q", name, got, ok, k)
+		if got, space, ok := splitEntry("/l/", name); !ok || got != k || space != driver.Plain {
+			t.Errorf("splitEntry(%q) = %q, %v, %v; want %q in the plain space", name, got, space, ok, k)
+		}
+		name = "/l/" + subtreeMark + escape(k) + "/RANDOM"
+		if got, space, ok := splitEntry("/l/", name); !ok || got != k || space != driver.Subtree {
+			t.Errorf("splitEntry(%q) = %q, %v, %v; want %q in the subtree space", name, got, space, ok, k)
 		}
 	}
-	if _, ok := splitEntry("/l/", "/other/a/x"); ok {
+	if _, _, ok := splitEntry("/l/", "/other/a/x"); ok {
 		t.Error("splitEntry accepted a key outside the prefix")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
 )
 
 // waitTurn waits until en's entry (create revision mine) is the lowest of
@@ -100,8 +101,12 @@ func (en *entry) check(ctx context.Context, mine, at int64) (*mvccpb.KeyValue, i
 		opts = []clientv3.OpOption{clientv3.WithRev(at), clientv3.WithSerializable()}
 	}
 	before := append(clientv3.WithLastCreate(), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(mine-1), clientv3.WithKeysOnly())
+	if en.r.Mode != driver.Exclusive { // all of them, to find the last my mode excludes
+		before = []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithMaxCreateRev(mine - 1),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}
+	}
 	resp, err := en.d.txn(ctx, en.r.Key, nil, []clientv3.Op{
-		clientv3.OpGet(en.name, opts...), clientv3.OpGet(en.d.queue(en.r.Key), append(before, opts...)...),
+		clientv3.OpGet(en.name, opts...), clientv3.OpGet(en.d.queue(en.r.Space, en.r.Key), append(before, opts...)...),
 	})
 	if err != nil && at > 0 && ctx.Err() == nil {
 		return en.check(ctx, mine, 0)
@@ -112,8 +117,8 @@ func (en *entry) check(ctx context.Context, mine, at int64) (*mvccpb.KeyValue, i
 	if me := kvs(resp, 0); len(me) == 0 || me[0].CreateRevision != mine || me[0].Lease != int64(en.lease.id) {
 		return nil, 0, errRequeue
 	}
-	if before := kvs(resp, 1); len(before) > 0 {
-		return before[0], cmp.Or(at, resp.Header.Revision), nil // the revision the read saw
+	if pred := waitFor(kvs(resp, 1), en.r.Mode); pred != nil {
+		return pred, cmp.Or(at, resp.Header.Revision), nil // the revision the read saw
 	}
 	return nil, 0, nil
 }
