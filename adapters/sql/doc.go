@@ -57,7 +57,7 @@
 //	          Subtree space, made on its first use
 //
 // While a key has holders other than an Exclusive one, its row in the
-// lock table is a header, owner '', lapsing with the last of them: the
+// lock table is a header (empty owner), lapsing with the last of them: the
 // Exclusive statements find the key held and need no change, and clients
 // of an earlier version keep out. A Shared or intention request, and an
 // Exclusive waiter on SQLite, is decided in Go by driver.ModeKeeper's rule

@@ -11,16 +11,17 @@ import (
 	"github.com/locker-go/locker/driver"
 )
 
-// Status returns the holder of key: the first node of its queue. Holds is
-// 1 (the portable Locker counts its own re-entered holds). Expires is
+// Status returns the holders of key in space: the Shared or Exclusive
+// nodes that hold (every node before each is compatible with it). Holds
+// is 1 (the portable Locker counts its own re-entered holds). Expires is
 // zero: the lock lives as long as the holder's session.
-func (z *zkDriver) Status(ctx context.Context, _ driver.Space, key string) (locker.LockInfo, error) {
-	info, _, err := z.holder(ctx, key)
+func (z *zkDriver) Status(ctx context.Context, space driver.Space, key string) (locker.LockInfo, error) {
+	info, _, err := z.holders(ctx, space, key)
 	return info, err
 }
 
-// List returns the held locks whose keys begin with prefix, reading only
-// the key nodes whose names begin with escape(prefix).
+// List returns the held locks whose keys begin with prefix, in both
+// spaces, reading only the key nodes whose names begin with escape(prefix).
 func (z *zkDriver) List(ctx context.Context, prefix string) ([]locker.LockInfo, error) {
 	names, err := z.primary.children(ctx, z.cfg.root)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -31,11 +32,15 @@ func (z *zkDriver) List(ctx context.Context, prefix string) ([]locker.LockInfo, 
 	}
 	var out []locker.LockInfo
 	for _, n := range names {
+		space := driver.Plain
+		if rest, ok := strings.CutPrefix(n, subtreeMark); ok {
+			n, space = rest, driver.Subtree
+		}
 		key, err := unescape(n)
 		if err != nil || !strings.HasPrefix(n, escape(prefix)) || escape(key) != n {
 			continue // not a key node of ours
 		}
-		info, _, err := z.holder(ctx, key)
+		info, _, err := z.holders(ctx, space, key)
 		if errors.Is(err, locker.ErrNotHeld) {
 			continue
 		}
@@ -47,48 +52,83 @@ func (z *zkDriver) List(ctx context.Context, prefix string) ([]locker.LockInfo, 
 	return out, nil
 }
 
-// ForceUnlock deletes the holder's node; the next in the queue then holds
-// the key. The holder's watch on its own node reports its lease lost.
-func (z *zkDriver) ForceUnlock(ctx context.Context, _ driver.Space, key string) error {
-	_, path, err := z.holder(ctx, key)
+// ForceUnlock deletes the holders' nodes (Shared and Exclusive; intention
+// holders are no locks of their own); the next in the queue then hold the
+// key. Each holder's watch on its own node reports its lease lost.
+func (z *zkDriver) ForceUnlock(ctx context.Context, space driver.Space, key string) error {
+	_, paths, err := z.holders(ctx, space, key)
 	if err != nil {
 		return err
 	}
-	_, err = call(ctx, func() (struct{}, error) { return struct{}{}, z.primary.conn.Delete(path, -1) })
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil // released meanwhile
+	for _, path := range paths {
+		_, err = call(ctx, func() (struct{}, error) { return struct{}{}, z.primary.conn.Delete(path, -1) })
+		if err != nil && !errors.Is(err, zk.ErrNoNode) { // gone: released meanwhile
+			return backendErr("delete holder's node", err)
+		}
 	}
-	return backendErr("delete holder's node", err)
+	return nil
 }
 
-// holder reads the first node of key's queue; ErrNotHeld if there is none.
-func (z *zkDriver) holder(ctx context.Context, key string) (locker.LockInfo, string, error) {
-	parent := z.cfg.root + "/" + escape(key)
-	for range maxAttempts { // the holder may leave between listing and reading
+// holders reads the holding Shared or Exclusive nodes of key's queue, and
+// their paths; ErrNotHeld if there is none.
+func (z *zkDriver) holders(ctx context.Context, space driver.Space, key string) (locker.LockInfo, []string, error) {
+	parent := z.parent(space, key)
+	for range maxAttempts { // a holder may leave between listing and reading
 		children, err := z.primary.children(ctx, parent)
 		if errors.Is(err, zk.ErrNoNode) {
-			return locker.LockInfo{}, "", locker.ErrNotHeld
+			return locker.LockInfo{}, nil, locker.ErrNotHeld
 		}
 		if err != nil {
-			return locker.LockInfo{}, "", backendErr("list queue", err)
+			return locker.LockInfo{}, nil, backendErr("list queue", err)
 		}
-		nodes := lockNodes(children)
-		if len(nodes) == 0 {
-			return locker.LockInfo{}, "", locker.ErrNotHeld
+		info, paths, err := z.describe(ctx, space, key, parent, lockNodes(children))
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
 		}
-		path := parent + "/" + nodes[0]
+		return info, paths, err
+	}
+	return locker.LockInfo{}, nil, locker.Unavailable(errors.New("locker/zookeeper: the holders keep changing"))
+}
+
+// describe reads the holding nodes among nodes (by sequence), under parent.
+func (z *zkDriver) describe(ctx context.Context, space driver.Space, key, parent string, nodes []string) (locker.LockInfo, []string, error) {
+	info := locker.LockInfo{Key: key, Space: space, Mode: driver.Shared}
+	var paths []string
+	for i, name := range nodes {
+		mode := modeOf(name)
+		if last, _ := lastExcluded(nodes[:i+1], name, mode); last != "" {
+			info.Waiters++
+			continue
+		}
+		if mode.Intent() {
+			continue
+		}
+		if mode == driver.Exclusive {
+			info.Mode = driver.Exclusive
+		}
+		path := parent + "/" + name
 		var st *zk.Stat
 		owner, err := call(ctx, func() (o []byte, err error) {
 			o, st, err = z.primary.conn.Get(path)
 			return o, err
 		})
-		if errors.Is(err, zk.ErrNoNode) {
-			continue
-		}
 		if err != nil {
-			return locker.LockInfo{}, "", backendErr("read holder", err)
+			if !errors.Is(err, zk.ErrNoNode) {
+				err = backendErr("read holder", err)
+			}
+			return locker.LockInfo{}, nil, err
 		}
-		return locker.LockInfo{Key: key, Owner: string(owner), Fence: uint64(st.Czxid), Holds: 1, Waiters: len(nodes) - 1}, path, nil
+		// Mzxid: a subtree node's fence is that of a write after its grant.
+		info.Holders = append(info.Holders, locker.Holder{Owner: string(owner), Fence: uint64(st.Mzxid), Holds: 1})
+		paths = append(paths, path)
 	}
-	return locker.LockInfo{}, "", locker.Unavailable(errors.New("locker/zookeeper: the holder keeps changing"))
+	if len(info.Holders) == 0 {
+		return locker.LockInfo{}, nil, locker.ErrNotHeld
+	}
+	first := info.Holders[0]
+	info.Owner, info.Fence, info.Holds = first.Owner, first.Fence, first.Holds
+	if info.Mode == driver.Exclusive {
+		info.Holders = nil // the Locker fills them in
+	}
+	return info, paths, nil
 }

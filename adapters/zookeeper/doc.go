@@ -23,6 +23,16 @@
 // further round trip. A Lock that ends without the key deletes its node,
 // also when its create was still in flight.
 //
+// Lock modes (driver.ModeKeeper): a node's name carries its mode before
+// "-lock-" ("_c_<guid>-S-lock-<seq>"; none for exclusive, so that a client
+// of an earlier version takes every node for an exclusive one). A node
+// holds once every node before it is compatible with it; a waiter in a
+// shared or intention mode watches the last node before it that its mode
+// excludes. Subtree paths have key nodes of their own, "%T<escape(path)>"
+// (no escaped key begins with "%T"), and a subtree node granted after a
+// wait takes as fence the zxid of a write to it made then, since its czxid
+// may be below the fence of a lock granted below it meanwhile.
+//
 // Fence is the lock node's czxid. Holders take the key in creation order,
 // so the fence strictly increases, also after the key's container was
 // reaped and made again. Re-entry keeps the node, hence the fence.

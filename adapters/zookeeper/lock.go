@@ -85,11 +85,19 @@ func (z *zkDriver) Abandon(context.Context, *driver.Request) {}
 // queue enters the key's queue once, and grants r the key when our node is
 // first; anything else deletes our node. errGone: queue again.
 func (z *zkDriver) queue(ctx context.Context, s *session, r *driver.Request) (driver.Grant, error) {
-	n, children, err := z.enqueue(ctx, s, z.cfg.root+"/"+escape(r.Key), r.Owner)
+	n, children, err := z.enqueue(ctx, s, z.parent(r.Space, r.Key), r.Owner, r.Mode)
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	switch err := z.waitTurn(ctx, s, n, children, !r.Wait); {
+	wait := z.waitTurn
+	if r.Mode != driver.Exclusive {
+		wait = z.waitModal
+	}
+	waited, err := wait(ctx, s, n, children, !r.Wait)
+	if err == nil && waited && r.Space == driver.Subtree {
+		err = z.refence(ctx, s, n)
+	}
+	switch {
 	case errors.Is(err, errGone):
 		return driver.Grant{}, err
 	case err != nil:
@@ -104,8 +112,8 @@ func (z *zkDriver) queue(ctx context.Context, s *session, r *driver.Request) (dr
 
 // enqueue creates our node under parent, then lists the queue and
 // watches our node in parallel.
-func (z *zkDriver) enqueue(ctx context.Context, s *session, parent, owner string) (*node, []string, error) {
-	path, err := z.create(ctx, s, parent, owner)
+func (z *zkDriver) enqueue(ctx context.Context, s *session, parent, owner string, mode driver.Mode) (*node, []string, error) {
+	path, err := z.create(ctx, s, parent, owner, mode)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -136,8 +144,8 @@ func (z *zkDriver) enqueue(ctx context.Context, s *session, parent, owner string
 // create makes our node under parent and returns its path. Its name
 // carries a GUID, so a create whose reply was lost is found again rather
 // than left to block the key.
-func (z *zkDriver) create(ctx context.Context, s *session, parent, owner string) (string, error) {
-	prefix := protectedPrefix + strings.ToLower(rand.Text()) + lockInfix
+func (z *zkDriver) create(ctx context.Context, s *session, parent, owner string, mode driver.Mode) (string, error) {
+	prefix := protectedPrefix + strings.ToLower(rand.Text()) + modeTags[mode] + lockInfix
 	var path string
 	var last error
 	for attempt := 0; path == ""; attempt++ {
@@ -191,23 +199,23 @@ type createResult struct {
 // predecessor and, while that one is not yet first, the node before it (a
 // release wakes at most two clients); once a listing shows the predecessor
 // first, its deletion alone makes us first, with no further round trip.
-func (z *zkDriver) waitTurn(ctx context.Context, s *session, n *node, children []string, try bool) error {
+func (z *zkDriver) waitTurn(ctx context.Context, s *session, n *node, children []string, try bool) (waited bool, err error) {
 	var kept watches // the predecessor's watch, still armed, for the next turn
-	for {
+	for ; ; waited = true {
 		pred, prev, found := predecessors(children, n.name)
 		switch {
 		case !found:
-			return errGone
+			return waited, errGone
 		case pred == "":
-			return nil
+			return waited, nil
 		case try:
-			return locker.ErrLocked
+			return waited, locker.ErrLocked
 		}
 		w := kept
 		if pred != kept.name || prev != "" {
 			var err error
 			if w, err = ask(ctx, s, func() (watches, error) { return s.watch(n.parent, pred, prev) }); err != nil {
-				return backendErr("watch predecessor", err)
+				return true, backendErr("watch predecessor", err)
 			}
 		}
 		kept = watches{}
@@ -215,31 +223,35 @@ func (z *zkDriver) waitTurn(ctx context.Context, s *session, n *node, children [
 			kept = watches{name: pred, pred: true, predCh: w.predCh}
 		}
 		if !w.pred && prev == "" {
-			return nil
+			return true, nil
 		}
 		if w.pred && (prev == "" || w.prev) {
 			select {
 			case ev := <-w.predCh:
 				kept = watches{}
 				if ev.Type == zk.EventNodeDeleted && prev == "" {
-					return nil
+					return true, nil
 				}
 			case <-w.prevCh: // list again while the predecessor holds
 			case <-n.watch:
-				return errGone // our own node was deleted
+				return true, errGone // our own node was deleted
 			case <-ctx.Done(): // waiting behind a holder
-				return fmt.Errorf("%w: %w", locker.ErrLocked, ctx.Err())
+				return true, fmt.Errorf("%w: %w", locker.ErrLocked, ctx.Err())
 			}
 		}
-		var err error
-		children, err = s.children(ctx, n.parent)
-		if errors.Is(err, zk.ErrNoNode) {
-			return errGone
-		}
-		if err != nil {
-			return backendErr("list queue", err)
+		if children, err = s.children(ctx, n.parent); err != nil {
+			return true, listErr(err)
 		}
 	}
+}
+
+// listErr maps the failure of a queue's listing: errGone if the key's
+// node is gone (and our node with it).
+func listErr(err error) error {
+	if errors.Is(err, zk.ErrNoNode) {
+		return errGone
+	}
+	return backendErr("list queue", err)
 }
 
 // watches are waitTurn's exists-watches, and whether each node existed.

@@ -11,6 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
 	"github.com/locker-go/locker/internal/testenv"
 )
 
@@ -73,10 +74,11 @@ func TestNegotiatedSessionTimeout(t *testing.T) {
 // sessionOf returns the id of the session that owns the lock node of l's key.
 func sessionOf(t *testing.T, z *zLocker, key string) int64 {
 	t.Helper()
-	info, path, err := z.holder(context.Background(), key)
-	if err != nil {
-		t.Fatalf("holder(%s) = %+v, %v", key, info, err)
+	info, paths, err := z.holders(context.Background(), driver.Plain, key)
+	if err != nil || len(paths) != 1 {
+		t.Fatalf("holders(%s) = %+v, %v, %v", key, info, paths, err)
 	}
+	path := paths[0]
 	ok, st, err := z.primary.conn.Exists(path)
 	if err != nil || !ok {
 		t.Fatalf("Exists(%s) = %v, %v", path, ok, err)

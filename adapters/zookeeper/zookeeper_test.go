@@ -65,7 +65,6 @@ func harness(t testing.TB, u *url.URL, proxied bool) conformance.Harness {
 	var crasher faultproxy.Crasher
 	t.Cleanup(func() { _ = crasher.Close() })
 	h := conformance.Harness{
-		NoModes: true, // TODO(#20): modes in this driver
 		NewLocker: func(ctx context.Context) (locker.Locker, error) {
 			lu := *u
 			var p *faultproxy.Proxy
@@ -125,7 +124,8 @@ func countNodes(conn *zk.Conn, root, prefix string) (int, error) {
 	}
 	n := 0
 	for _, k := range keys {
-		if !strings.HasPrefix(k, zookeeper.Escape(prefix)) {
+		// Subtree key nodes begin with "%T", as in the adapter.
+		if !strings.HasPrefix(k, zookeeper.Escape(prefix)) && !strings.HasPrefix(k, "%T"+zookeeper.Escape(prefix)) {
 			continue
 		}
 		children, _, err := conn.Children(root + "/" + k)
