@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/locker-go/locker"
@@ -14,57 +15,85 @@ import (
 	"github.com/locker-go/locker/internal/backoff"
 )
 
-// Outcomes of acquireScript on one master.
-const (
-	refused   = 0
-	reentered = 1
-	granted   = 2
-)
-
-// Acquire makes one Redlock attempt. Request.State is how long the call's
-// last attempt took (none before the first).
+// Acquire makes one Redlock attempt. Request.State is the call's
+// callState (marks.go).
 func (d *redlock) Acquire(ctx context.Context, r *driver.Request) (driver.Grant, error) {
-	if r.TTL <= d.drift(r.TTL)+d.nodeTimeout(r.TTL) {
-		return driver.Grant{}, fmt.Errorf("%w: %v leaves no validity after the drift allowance and a node timeout", locker.ErrInvalidTTL, r.TTL)
-	}
-	last, _ := r.State.(time.Duration)
-	if last > 0 {
-		// A woken crowd would split the masters: see the package doc.
-		woke := time.Now()
-		if !backoff.Sleep(ctx, rand.N(last)) {
-			return driver.Grant{}, ctx.Err()
-		}
-		if ttl, ok := d.news.takenSince(r.Key, woke); ok {
-			return driver.Grant{Retry: ttl}, nil
-		}
-	}
-	start := time.Now()
-	g, err := d.attempt(ctx, r, last > 0)
-	r.State = time.Since(start)
-	return g, err
-}
-
-// attempt is one Redlock round (two when the fence must be made durable).
-// A waiter (waited) announces its take to the others.
-func (d *redlock) attempt(ctx context.Context, r *driver.Request, waited bool) (driver.Grant, error) {
-	if err := ctx.Err(); err != nil {
+	if err := d.check(r); err != nil {
 		return driver.Grant{}, err
 	}
-	id := strconv.FormatInt(rand.Int64N(1<<53-1)+1, 10) // exact as a Lua number
-	h := &held{d: d, key: r.Key, owner: r.Owner, id: id, ttl: r.TTL}
+	st := stateOf(r)
+	if st.stamp != 0 && st.last > 0 && time.Since(st.marked) < r.TTL/3 &&
+		d.news.behind(hubKey(nameOf(r), r.Mode), r.Mode, st.stamp, r.ID) {
+		// The last release admitted a waiter before it that excludes it:
+		// it looks again at the next release, or to renew its marks.
+		return driver.Grant{Retry: max(r.TTL/3-time.Since(st.marked), 0)}, nil
+	}
+	if st.last > 0 && st.stamp == 0 {
+		// A woken crowd would split the masters: see the package doc.
+		woke := time.Now()
+		if !backoff.Sleep(ctx, rand.N(st.last)) {
+			return driver.Grant{}, ctx.Err()
+		}
+		if ttl, ok := d.news.takenSince(hubKey(nameOf(r), r.Mode), r.Mode, woke); ok {
+			return driver.Grant{Retry: renewIn(r, ttl)}, nil
+		}
+	}
+	q := st.queue(r)
 	start := time.Now()
-	res := d.round(ctx, r.TTL, nil, acquireScript, []string{d.lockKey(r.Key), d.counterKey()},
-		r.Owner, r.TTL.Milliseconds(), id, r.Reentrant, d.counted.Load()+1)
-	v := d.sortReplies(res)
-	if v.got >= d.quorum {
-		var err error
-		h.fence, err = d.fence(ctx, &v, r.Reentrant, h)
-		if validity := r.TTL - d.drift(r.TTL); err == nil && time.Since(start) < validity {
-			if waited {
-				d.announceTake(r.Key, id, r.TTL, h.fence)
-			}
-			// Valid TTL − drift from the round's start: TTL − elapsed − drift from now.
-			return driver.Grant{Hold: h, Fence: h.fence, Start: start, Validity: validity}, nil
+	gs, vs, err := d.attempt(ctx, []*driver.Request{r}, q)
+	st.last = time.Since(start)
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	st.attempted(start, q, &vs[0])
+	return gs[0], nil
+}
+
+// AcquireBatch makes one Redlock attempt at every request: each master
+// grants all of them or none (one script), and the batch is granted where
+// a quorum granted it. Nothing queues.
+func (d *redlock) AcquireBatch(ctx context.Context, rs []*driver.Request) ([]driver.Grant, error) {
+	for _, r := range rs {
+		if err := d.check(r); err != nil {
+			return nil, err
+		}
+	}
+	gs, _, err := d.attempt(ctx, rs, queueArgs{})
+	return gs, err
+}
+
+// check refuses a request no master could grant as asked.
+func (d *redlock) check(r *driver.Request) error {
+	if r.TTL <= d.drift(r.TTL)+d.nodeTimeout(r.TTL) {
+		return fmt.Errorf("%w: %v leaves no validity after the drift allowance and a node timeout", locker.ErrInvalidTTL, r.TTL)
+	}
+	if int(r.Mode) >= len(driver.Modes) || r.Space > driver.Subtree {
+		return fmt.Errorf("%w: mode %v, space %v", ErrInvalidOption, r.Mode, r.Space)
+	}
+	return nil
+}
+
+// attempt is one Redlock round at rs (more when a fence must be made
+// durable). A call that waited announces its take to the others; one
+// that queued may have left waiting marks, and has them removed where it
+// was not granted.
+func (d *redlock) attempt(ctx context.Context, rs []*driver.Request, q queueArgs) ([]driver.Grant, []votes, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	hs := make([]*held, len(rs))
+	for i, r := range rs {
+		id := strconv.FormatInt(rand.Int64N(1<<53-1)+1, 10) // exact as a Lua number
+		hs[i] = &held{d: d, n: nameOf(r), mode: r.Mode, owner: r.Owner, id: id, ttl: r.TTL}
+	}
+	keys, args := d.acquireArgs(rs, hs, q)
+	start := time.Now()
+	res := d.round(ctx, rs[0].TTL, nil, acquireScript, keys, args...)
+	vs, took := d.sortReplies(res, len(rs))
+	if vs[0].got >= d.quorum {
+		if gs, ok := d.settle(ctx, rs, hs, vs, start); ok {
+			d.taken(rs, hs, took, q)
+			return gs, vs, nil
 		}
 	}
 	// Failed: take the attempt back, even if ctx ended, wherever it may
@@ -72,116 +101,101 @@ func (d *redlock) attempt(ctx context.Context, r *driver.Request, waited bool) (
 	// announced: a minority freed nobody.
 	undo := make([]bool, len(res))
 	for i, r := range res {
-		undo[i] = r.err != nil || r.v[0] != refused
+		undo[i] = r.err != nil || took[i]
 	}
-	h.release(context.Background(), undo, v.got >= d.quorum)
-	if v.got+len(v.pttls) < d.quorum {
-		return driver.Grant{}, locker.Unavailable(fmt.Errorf("redlock: %d of %d masters answered, %d needed: %w",
-			v.got+len(v.pttls), len(d.masters), d.quorum, errors.Join(v.errs...)))
-	}
-	return driver.Grant{Retry: d.retryIn(r.Key, &v, time.Since(start))}, nil
+	d.release(context.Background(), hs, undo, vs[0].got >= d.quorum)
+	gs, err := d.refusal(rs, vs, time.Since(start))
+	return gs, vs, err
 }
 
-// votes sorts the masters' replies to an acquire round.
-type votes struct {
-	got, nre int             // masters where the hold is ours now; of them, re-entered
-	holders  map[int64]int   // attempt id of another owner's hold -> masters
-	pttls    []time.Duration // those records' remaining TTLs, one per master
-	errs     []error         // masters that did not answer
-	reFence  uint64          // largest recorded fence among re-entered masters
-	newFence uint64          // fence for a fresh hold: largest counter among grants
-	counted  []uint64        // what each fresh grant counted to
+// acquireArgs are acquireScript's KEYS and ARGV for rs, whose holds, if
+// granted, are hs; q is for every request (one, or a batch that queues
+// not).
+func (d *redlock) acquireArgs(rs []*driver.Request, hs []*held, q queueArgs) ([]string, []any) {
+	keys := make([]string, 0, 1+recordKeys*len(rs))
+	keys = append(keys, d.counterKey())
+	args := make([]any, 0, 1+requestArgs*len(rs))
+	args = append(args, d.counted.Load()+1)
+	for i, r := range rs {
+		keys = append(keys, d.records(nameOf(r))...)
+		args = append(args, r.Owner, int(r.Mode), r.TTL.Milliseconds(), hs[i].id, r.Reentrant,
+			q.queue, r.ID, q.stamp, conflicting[r.Mode])
+	}
+	return keys, args
 }
 
-// sortReplies sorts the replies of an acquire round, noting the largest
-// counter they show.
-func (d *redlock) sortReplies(res []result[[]int64]) votes {
-	v := votes{holders: map[int64]int{}, errs: nodeErrs(res)}
-	for _, r := range res {
-		if r.err != nil {
-			continue
+// settle settles the fences of hs, granted by a quorum, and returns rs's
+// grants; false if a fence could not be made durable or time ran out.
+func (d *redlock) settle(ctx context.Context, rs []*driver.Request, hs []*held, vs []votes, start time.Time) ([]driver.Grant, bool) {
+	errs := make([]error, len(rs))
+	if len(rs) == 1 {
+		hs[0].fence, errs[0] = d.fence(ctx, &vs[0], rs[0].Reentrant, hs[0])
+	} else {
+		var wg sync.WaitGroup
+		for i := range rs {
+			wg.Go(func() { hs[i].fence, errs[i] = d.fence(ctx, &vs[i], rs[i].Reentrant, hs[i]) })
 		}
-		d.see(uint64(r.v[len(r.v)-1]))
-		switch r.v[0] {
-		case refused:
-			v.holders[r.v[2]]++
-			v.pttls = append(v.pttls, time.Duration(r.v[1])*time.Millisecond)
-		case reentered:
-			v.got++
-			v.nre++
-			v.reFence = max(v.reFence, uint64(r.v[1]))
-			v.newFence = max(v.newFence, uint64(r.v[2])+1)
-		case granted:
-			v.got++
-			v.counted = append(v.counted, uint64(r.v[1]))
-			v.newFence = max(v.newFence, uint64(r.v[1]))
+		wg.Wait()
+	}
+	validity := rs[0].TTL - d.drift(rs[0].TTL)
+	for _, err := range errs {
+		if err != nil {
+			return nil, false
 		}
 	}
-	return v
+	if time.Since(start) >= validity {
+		return nil, false
+	}
+	gs := make([]driver.Grant, len(rs))
+	for i, h := range hs {
+		// Valid TTL − drift from the round's start: TTL − elapsed − drift from now.
+		gs[i] = driver.Grant{Hold: h, Fence: h.fence, Start: start, Validity: validity}
+	}
+	return gs, true
 }
 
-// fence settles the fence of h, granted by a quorum, claiming it on the
-// masters where needed; an error if it could not be made durable.
-func (d *redlock) fence(ctx context.Context, v *votes, reentrant bool, h *held) (uint64, error) {
-	atFence := 0 // fresh grants whose counter reached the fence
-	for _, c := range v.counted {
-		if c == v.newFence {
-			atFence++
+// taken follows a grant: the take announced to the waiters (if the call
+// waited), and the call's marks removed where it was not granted, in the
+// background.
+func (d *redlock) taken(rs []*driver.Request, hs []*held, took []bool, q queueArgs) {
+	for i, r := range rs {
+		if q.waited {
+			d.announceTake(nameOf(r), r.Mode, hs[i].id, r.TTL, hs[i].fence)
 		}
-	}
-	switch {
-	case v.nre >= d.quorum:
-		// Re-entry: fresh grants record the hold's fence (best effort).
-		if v.nre < v.got {
-			h.claim(ctx, v.reFence)
+		if q.queue != notQueued && slices.Contains(took, false) {
+			others := make([]bool, len(took))
+			for j, t := range took {
+				others[j] = !t
+			}
+			d.bg.Go(func() { d.unmark(context.Background(), r, others, false) })
 		}
-		return v.reFence, nil
-	case v.nre == 0 && len(v.errs) == 0 && (atFence == len(v.counted) || atFence >= d.quorum && !reentrant):
-		// A quorum of grants counted to the fence and every master
-		// answered (none holds a higher one): it is durable. Records that
-		// counted lower learn it in the background.
-		if atFence < len(v.counted) {
-			d.bg.Go(func() { h.claim(context.Background(), v.newFence) })
-		}
-		return v.newFence, nil
-	default:
-		// Raise the counters to the fence; our record must still stand.
-		res := h.claim(ctx, v.newFence)
-		v.errs = append(v.errs, nodeErrs(res)...)
-		return v.newFence, d.outcome(res, 1)
 	}
 }
 
-// retryIn is how long a refused waiter may wait without a notification:
-// until enough of the holders' records expire for a quorum to be free.
-func (d *redlock) retryIn(key string, v *votes, took time.Duration) time.Duration {
-	var retry time.Duration // a split vote, or time ran out: try again at once
-	if need := d.quorum - v.got; need > 0 && need <= len(v.pttls) {
-		slices.Sort(v.pttls)
-		retry = max(v.pttls[need-1], 0)
-	}
-	most := 0
-	for a, n := range v.holders {
-		most = max(most, n)
-		if d.news.announced(key, strconv.FormatInt(a, 10)) {
-			// Its release is on its way here (copies count once).
-			retry = 0
+// refusal is the outcome of an attempt at rs that was not granted.
+func (d *redlock) refusal(rs []*driver.Request, vs []votes, took time.Duration) ([]driver.Grant, error) {
+	for i, v := range vs {
+		if v.mismatch >= d.quorum {
+			r := rs[i]
+			return nil, fmt.Errorf("%w: owner %q holds %q in a mode other than %v", locker.ErrModeMismatch, r.Owner, r.Key, r.Mode)
 		}
 	}
-	if most+len(v.errs) < d.quorum {
-		// A split vote, taken back by all: nobody will announce a
-		// release, so a random pause lets one contender go first.
-		retry = time.Duration(rand.Int64N(int64(2*took) + 1))
+	if answered := len(d.masters) - len(vs[0].errs); answered < d.quorum {
+		return nil, locker.Unavailable(fmt.Errorf("redlock: %d of %d masters answered, %d needed: %w",
+			answered, len(d.masters), d.quorum, errors.Join(vs[0].errs...)))
+	}
+	gs := make([]driver.Grant, len(rs))
+	for i, r := range rs {
+		gs[i].Retry = renewIn(r, d.retryIn(r, &vs[i], took))
+	}
+	return gs, nil
+}
+
+// renewIn bounds a queued waiter's pause so that it looks again, renewing
+// its marks, well before they lapse.
+func renewIn(r *driver.Request, retry time.Duration) time.Duration {
+	if r.Queue {
+		return min(retry, r.TTL/3)
 	}
 	return retry
-}
-
-// see raises the largest counter value this driver has seen.
-func (d *redlock) see(c uint64) {
-	for {
-		old := d.counted.Load()
-		if c <= old || d.counted.CompareAndSwap(old, c) {
-			return
-		}
-	}
 }

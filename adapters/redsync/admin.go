@@ -1,6 +1,7 @@
 package redsync
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,34 +21,37 @@ import (
 // than the node timeout, as a SCAN may take a while, yet bounded.
 const adminTimeout = 5 * time.Second
 
-// Status returns the owner that holds key on a quorum of masters, or
-// ErrNotHeld.
-func (d *redlock) Status(ctx context.Context, _ driver.Space, key string) (locker.LockInfo, error) {
-	now := time.Now()
-	res := each(ctx, d, adminTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) (*locker.LockInfo, error) {
-		v, err := statusScript.Run(ctx, c, []string{d.lockKey(key)}).Slice()
-		if err != nil || len(v) < 4 {
+// adminKeys are the Redis keys the admin scripts take for n.
+func (d *redlock) adminKeys(n name) []string {
+	return []string{d.anchor(n), d.holders(n, driver.Shared), d.markExpiries(n)}
+}
+
+// masterStatus is one master's record of a key: its S and X holders and
+// how many waiting marks are live.
+type masterStatus struct {
+	holders []holderRecord
+	marks   int
+}
+
+type holderRecord struct {
+	mode driver.Mode
+	driver.Holder
+}
+
+// Status returns the S and X holders of key in space that hold it on a
+// quorum of masters, or ErrNotHeld.
+func (d *redlock) Status(ctx context.Context, space driver.Space, key string) (locker.LockInfo, error) {
+	now, n := time.Now(), name{space, key}
+	res := each(ctx, d, adminTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) (*masterStatus, error) {
+		v, err := statusScript.Run(ctx, c, d.adminKeys(n)).Slice()
+		if err != nil {
 			return nil, err
 		}
-		owner, _ := v[0].(string) // comma-ok: a foreign record must not panic
-		h, _ := v[1].(string)
-		f, _ := v[2].(string)
-		pttl, _ := v[3].(int64)
-		info := &locker.LockInfo{Key: key, Owner: owner, Expires: now.Add(time.Duration(pttl) * time.Millisecond)}
-		info.Holds, _ = strconv.Atoi(h)
-		info.Fence, _ = strconv.ParseUint(f, 10, 64)
-		return info, nil
+		return parseStatus(v, now), nil
 	})
-	byOwner := map[string][]*locker.LockInfo{}
-	for _, r := range res {
-		if r.v != nil {
-			byOwner[r.v.Owner] = append(byOwner[r.v.Owner], r.v)
-		}
-	}
-	for _, recs := range byOwner {
-		if len(recs) >= d.quorum {
-			return merge(recs, d.quorum), nil
-		}
+	info, held := d.merge(n, res)
+	if held {
+		return info, nil
 	}
 	if errs := nodeErrs(res); len(res)-len(errs) < d.quorum {
 		return locker.LockInfo{}, locker.Unavailable(errors.Join(errs...))
@@ -55,55 +59,140 @@ func (d *redlock) Status(ctx context.Context, _ driver.Space, key string) (locke
 	return locker.LockInfo{}, fmt.Errorf("%w: %q", locker.ErrNotHeld, key)
 }
 
-// merge is the lock that recs, a quorum or more of one owner's records,
-// make: the largest fence and hold count, and it lapses when fewer than a
-// quorum of the records remain.
-func merge(recs []*locker.LockInfo, quorum int) locker.LockInfo {
-	slices.SortFunc(recs, func(a, b *locker.LockInfo) int { return a.Expires.Compare(b.Expires) })
-	info := *recs[len(recs)-quorum]
-	for _, r := range recs {
-		info.Fence, info.Holds = max(info.Fence, r.Fence), max(info.Holds, r.Holds)
+// parseStatus reads statusScript's reply; comma-ok throughout, so that a
+// foreign record cannot panic.
+func parseStatus(v []any, now time.Time) *masterStatus {
+	st := &masterStatus{}
+	if len(v) < 2 {
+		return st
 	}
-	return info
+	str := func(x any) string { s, _ := x.(string); return s }
+	num := func(x any) int64 {
+		if i, ok := x.(int64); ok {
+			return i
+		}
+		i, _ := strconv.ParseInt(str(x), 10, 64)
+		return i
+	}
+	rec := func(mode driver.Mode, f []any) holderRecord {
+		fence, _ := strconv.ParseUint(str(f[2]), 10, 64)
+		return holderRecord{mode, driver.Holder{Owner: str(f[0]), Holds: int(num(f[1])), Fence: fence,
+			Expires: now.Add(time.Duration(num(f[3])) * time.Millisecond)}}
+	}
+	if str(v[0]) == "legacy" && len(v) >= 5 {
+		st.holders = append(st.holders, rec(driver.Exclusive, v[1:5]))
+		return st
+	}
+	st.marks = int(num(v[1]))
+	for f := v[2:]; len(f) >= 5; f = f[5:] {
+		st.holders = append(st.holders, rec(driver.Mode(num(f[0])), f[1:5]))
+	}
+	return st
 }
 
-// List returns the locks held on a quorum whose keys begin with prefix.
+// merge is the lock that the masters' records make: the holders recorded
+// on a quorum (Exclusive if one of them is), each with the largest fence
+// and hold count, lapsing when fewer than a quorum of its records remain;
+// and the waiting marks a quorum has.
+func (d *redlock) merge(n name, res []result[*masterStatus]) (locker.LockInfo, bool) {
+	type who struct {
+		mode  driver.Mode
+		owner string
+	}
+	recs := map[who][]driver.Holder{}
+	var marks []int
+	for _, r := range res {
+		if r.v == nil {
+			continue
+		}
+		marks = append(marks, r.v.marks)
+		for _, h := range r.v.holders {
+			recs[who{h.mode, h.Owner}] = append(recs[who{h.mode, h.Owner}], h.Holder)
+		}
+	}
+	info := locker.LockInfo{Key: n.key, Space: n.space, Mode: driver.Shared}
+	for w, hs := range recs {
+		if len(hs) < d.quorum {
+			continue
+		}
+		if w.mode == driver.Exclusive && info.Mode != driver.Exclusive {
+			info.Mode, info.Holders = driver.Exclusive, nil
+		}
+		if w.mode == info.Mode {
+			info.Holders = append(info.Holders, mergeHolder(hs, d.quorum))
+		}
+	}
+	if len(info.Holders) == 0 {
+		return info, false
+	}
+	slices.SortFunc(info.Holders, func(a, b driver.Holder) int { return cmp.Compare(a.Fence, b.Fence) })
+	first := info.Holders[0]
+	info.Owner, info.Fence, info.Holds, info.Expires = first.Owner, first.Fence, first.Holds, first.Expires
+	if len(marks) >= d.quorum {
+		slices.Sort(marks)
+		info.Waiters = marks[len(marks)-d.quorum]
+	}
+	return info, true
+}
+
+// mergeHolder is one holder as recs, a quorum or more of its records, make.
+func mergeHolder(recs []driver.Holder, quorum int) driver.Holder {
+	slices.SortFunc(recs, func(a, b driver.Holder) int { return a.Expires.Compare(b.Expires) })
+	h := recs[len(recs)-quorum]
+	for _, r := range recs {
+		h.Fence, h.Holds = max(h.Fence, r.Fence), max(h.Holds, r.Holds)
+	}
+	return h
+}
+
+// List returns the locks held on a quorum whose keys begin with prefix,
+// in both spaces.
 func (d *redlock) List(ctx context.Context, prefix string) ([]locker.LockInfo, error) {
-	match := rediskey.MatchPrefix(d.lockKey(prefix))
-	res := each(ctx, d, adminTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) ([]string, error) {
-		return rediskey.Scan(ctx, c, match)
+	spaces := []driver.Space{driver.Plain, driver.Subtree}
+	res := each(ctx, d, adminTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) ([]name, error) {
+		var names []name
+		for _, s := range spaces {
+			head := d.anchor(name{s, ""})
+			keys, err := rediskey.Scan(ctx, c, rediskey.MatchPrefix(d.anchor(name{s, prefix})))
+			if err != nil {
+				return nil, err
+			}
+			for _, k := range keys {
+				names = append(names, name{s, strings.TrimPrefix(k, head)})
+			}
+		}
+		return names, nil
 	})
 	if errs := nodeErrs(res); len(res)-len(errs) < d.quorum {
 		return nil, locker.Unavailable(errors.Join(errs...))
 	}
-	seen := map[string]bool{}
-	for _, r := range res {
-		for _, k := range r.v {
-			seen[strings.TrimPrefix(k, d.lockKey(""))] = true
-		}
-	}
+	seen := map[name]bool{}
 	var list []locker.LockInfo
-	for k := range seen {
-		if locker.ValidateKey(k) != nil {
-			continue // no Locker could have taken it
-		}
-		info, err := d.Status(ctx, driver.Plain, k)
-		switch {
-		case err == nil:
-			list = append(list, info)
-		case !errors.Is(err, locker.ErrNotHeld):
-			return nil, err
+	for _, r := range res {
+		for _, n := range r.v {
+			if seen[n] || locker.ValidateKey(n.key) != nil { // no Locker could have taken it
+				continue
+			}
+			seen[n] = true
+			info, err := d.Status(ctx, n.space, n.key)
+			switch {
+			case err == nil:
+				list = append(list, info)
+			case !errors.Is(err, locker.ErrNotHeld):
+				return nil, err
+			}
 		}
 	}
 	return list, nil
 }
 
-// ForceUnlock deletes key's record on every master and publishes the
-// release. The holder's next keep-alive finds its records gone on a quorum
-// and reports the lease lost.
-func (d *redlock) ForceUnlock(ctx context.Context, _ driver.Space, key string) error {
+// ForceUnlock deletes key's S and X holders in space on every master and
+// publishes the release. The holders' next keep-alive finds their records
+// gone on a quorum and reports the lease lost.
+func (d *redlock) ForceUnlock(ctx context.Context, space driver.Space, key string) error {
+	n := name{space, key}
 	res := each(ctx, d, adminTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) ([]int64, error) {
-		return forceScript.Run(ctx, c, []string{d.lockKey(key)}, d.channel(key)).Int64Slice()
+		return forceScript.Run(ctx, c, d.adminKeys(n), d.channel(n)).Int64Slice()
 	})
 	for _, r := range res {
 		if r.err == nil && len(r.v) > 0 && r.v[0] == 1 {

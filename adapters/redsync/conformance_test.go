@@ -3,6 +3,7 @@ package redsync
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/conformance"
 	"github.com/locker-go/locker/conformance/faultproxy"
+	"github.com/locker-go/locker/driver"
 	"github.com/locker-go/locker/internal/rediskey"
 	"github.com/locker-go/locker/internal/testenv"
 )
@@ -52,23 +54,60 @@ func newLocker(t testing.TB, crasher *faultproxy.Crasher, addrs []string, opts .
 	return l, nil
 }
 
-// countKeys counts the lock records of keys beginning with prefix that
-// any master holds (a record on a minority is a record left behind too).
-func countKeys(ctx context.Context, addrs []string, prefix string) (int, error) {
-	keys := map[string]bool{}
+// liveScript lists a key's live entries on one master: its holders as
+// "<mode> <owner>" and its waiting marks as "w<mode><call id>". KEYS: the
+// key's records (redlock.records).
+var liveScript = goredis.NewScript(luaPrelude + `
+local out = {}
+local x = redis.call('HMGET', KEYS[1], 'o', 'x', 'xe')
+if x[1] == '' and x[2] and alive(x[3]) then
+  out[1] = '0 ' .. x[2]
+end
+for m = 1, 3 do
+  for _, o in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1 + m], '(' .. now, '+inf')) do
+    out[#out + 1] = m .. ' ' .. o
+  end
+end
+for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '(' .. now, '+inf')) do
+  out[#out + 1] = 'w' .. w
+end
+return out
+`)
+
+// countRecords counts the live holders and waiting marks of keys
+// beginning with prefix, in both spaces, that any master holds (a record
+// on a minority is a record left behind too).
+func countRecords(ctx context.Context, addrs []string, prefix string) (int, error) {
+	d := &redlock{cfg: config{prefix: DefaultPrefix}}
+	live := map[string]bool{}
 	for _, a := range addrs {
 		c := goredis.NewClient(&goredis.Options{Addr: a})
-		iter := c.Scan(ctx, 0, rediskey.MatchPrefix(DefaultPrefix+"l:"+prefix), 1000).Iterator()
-		for iter.Next(ctx) {
-			keys[iter.Val()] = true
-		}
-		err := iter.Err()
-		_ = c.Close()
+		err := func() error {
+			defer c.Close()
+			for _, s := range []driver.Space{driver.Plain, driver.Subtree} {
+				head := d.anchor(name{s, ""})
+				keys, err := rediskey.Scan(ctx, c, rediskey.MatchPrefix(d.anchor(name{s, prefix})))
+				if err != nil {
+					return fmt.Errorf("SCAN %s: %w", a, err)
+				}
+				for _, k := range keys {
+					n := name{s, strings.TrimPrefix(k, head)}
+					entries, err := liveScript.Run(ctx, c, d.records(n)).StringSlice()
+					if err != nil {
+						return fmt.Errorf("records of %q on %s: %w", k, a, err)
+					}
+					for _, e := range entries {
+						live[k+"\x00"+e] = true
+					}
+				}
+			}
+			return nil
+		}()
 		if err != nil {
-			return 0, fmt.Errorf("SCAN %s: %w", a, err)
+			return 0, err
 		}
 	}
-	return len(keys), nil
+	return len(live), nil
 }
 
 // suiteNodeTimeout is the per-node timeout of this package's tests: their
@@ -89,14 +128,13 @@ func harness(t testing.TB) conformance.Harness {
 	var crasher faultproxy.Crasher
 	t.Cleanup(func() { _ = crasher.Close() })
 	return conformance.Harness{
-		NoModes: true, // TODO(#20): modes in this driver (branch redlock-modes-wip: stalls 400 waiters on one key)
 		NewLocker: func(context.Context) (locker.Locker, error) {
 			return newLocker(t, &crasher, addrs, WithNodeTimeout(harnessNodeTimeout))
 		},
 		Crash: crasher.Crash,
 		Hang:  crasher.Blackhole,
 		Slow:  crasher.Delay,
-		Count: func(ctx context.Context, prefix string) (int, error) { return countKeys(ctx, addrs, prefix) },
+		Count: func(ctx context.Context, prefix string) (int, error) { return countRecords(ctx, addrs, prefix) },
 		RoundTrip: func(ctx context.Context) error {
 			return ping(addrs[0]).Ping(ctx).Err()
 		},

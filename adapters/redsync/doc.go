@@ -12,24 +12,96 @@
 // left, else the attempt is undone wherever it may have landed.
 // Lease.Deadline is start + TTL − drift, drift = TTL×0.01 + 2 ms; a TTL
 // that leaves no validity after the drift and a node timeout is refused.
-// Unlike redsync's bare token, each master's record (a hash under
-// "<prefix>l:<key>") carries owner, holds and fence, for fencing, re-entry
-// and the holder's remaining TTL; node errors are redsync's *RedisError.
+// Unlike redsync's bare token, each master records every holder with its
+// owner, holds and fence, for fencing, re-entry and the holders' remaining
+// TTLs; node errors are redsync's *RedisError.
 //
-// Every release publishes on the key's channel "<prefix>r:<key>" on each
-// master. A waiting Locker subscribes to its namespace's channels on every
-// master, and counts as subscribed while a quorum of those is live. With
-// no notification a waiter looks again when enough of the holder's records
-// expire. So that a woken crowd does not split the masters and nobody win,
-// a woken waiter first pauses a random part of its last attempt's time, and
-// the first to take the key announces it so the others skip their attempt;
-// a split that happens anyway is undone, and retried after a random pause.
+// # Modes, subtree paths and batches
 //
-// Fences: each master keeps a counter per namespace ("<prefix>fence") that
-// only grows; a grant counts it up and the fence is the largest count of
-// the grants. Before Lock returns the fence is at or below the counter of
-// a quorum (a second round raises them if needed), so a later holder's
-// quorum, which shares a master with it, counts past it.
+// The driver keeps modes (driver.ModeKeeper): shared, exclusive and the
+// intention modes of subtree locks. On each master a key has an anchor, a
+// hash under "<prefix>l:<key>" (a subtree path's under "<prefix>t:<path>",
+// a space of its own), which holds the exclusive holder and every
+// holder's fence and holds, and a sorted set per shared or intention mode
+// of its holders by expiry; one script applies driver.ModeKeeper's rule
+// there, reading only the modes that could refuse the request (so a
+// subtree's top node with 10,000 intention holders costs no more than
+// with one), and evicting what lapsed as it meets it. A grant, in any
+// mode, needs a quorum of masters granting it, as an exclusive one always
+// did; re-entry is per mode, and an owner asking for its key in another
+// mode is refused with locker.ErrModeMismatch when a quorum says so.
+// Subtree locks (locker.Subtree) are intention holders on a path's
+// ancestors and a holder on the path, taken together. The scripts need
+// Redis 6.2 or later (ZADD GT).
+//
+// Nothing queues on the masters, so writers are kept from starving by
+// waiting marks: a Lock that waits marks its place on every master with
+// its mode at each refused attempt (renewed every TTL/3; a mark lapses a
+// TTL after its last renewal), and a request that a mark placed before it
+// excludes is refused, as a request that a holder excludes is: a reader
+// arriving behind a waiting writer waits behind it. A mark goes when its
+// Lock gets the key (from every master) or gives up (Abandon). Marks are
+// ordered by a stamp the client takes from its clock at the call's first
+// queued attempt and sends to every master, so that they stand in one
+// order on all of them and a waiter first on some is first on all (were
+// each master to order by arrival, three waiters could each be first on a
+// minority, for ever). Skewed client clocks bend this order, never mutual
+// exclusion.
+//
+// Batches (driver.Batcher): LockAll and a subtree lock take their keys in
+// one script per master, which grants all of them or none; the batch is
+// granted where a quorum granted it all, and undone elsewhere. A subtree
+// lease lets its nodes go in one script per master too.
+//
+// # Notification
+//
+// A master publishes on the key's channel, "<prefix>r:<key>" (a subtree
+// path's "<prefix>rt:<path>"), when a key's last holder of a mode leaves
+// (a waiter may then be admitted; while others of its mode stay, none
+// can), and when a waiting mark is removed, naming the key's first
+// waiting mark then. A waiting Locker subscribes to its namespace's
+// channels on every master, and counts as subscribed while a quorum of
+// those is live. It wakes the longest waiter of each mode for a key once
+// a quorum of masters published the release (the first copy alone would
+// send it to masters that still have the holder), or shortly after the
+// first copy if no quorum comes; a waiter after the named first waiter,
+// whose mode that waiter's excludes, stays put until the next release or
+// its marks' renewal. With no notification a waiter looks again when
+// enough of what refused it expires. A call that tries again without a
+// place among the waiters (a grant that arrived dead, say) first pauses a
+// random part of its last attempt's time, and skips its attempt if a
+// waiter announced meanwhile that it took the key (a Lock that waited
+// announces its take): a crowd trying at once would split the masters.
+//
+// # Fences
+//
+// Each master keeps one counter per namespace ("<prefix>fence"), for
+// both spaces (so a subtree lock's fence rises across its whole tree),
+// that only grows; a shared or exclusive grant counts it up, and its
+// fence is the largest count of its grants (an intention holder's fence
+// is never a lease's: it draws none). Before Lock returns the fence is at
+// or below the counter of a quorum (a second round raises them if
+// needed), so a later holder's quorum, which shares a master with it,
+// counts past it. Holders that hold a key together (readers) never share
+// a fence: each master records the largest fence given on the key, and a
+// fence set in that second round must be above it, on a quorum. A master
+// restarted without its data starts its counter again from its clock in
+// microseconds, above any fence it gave, so fences do not go back.
+//
+// # Data from an earlier version
+//
+// Versions before modes kept one hash per plain key under the same name,
+// "<prefix>l:<key>", its owner in field o, and the same fence counter. The
+// names were kept, so that old and new clients on the same masters exclude
+// each other during a rolling upgrade rather than hold a key at once
+// unseen: this version takes an old record (o set) for an exclusive holder
+// (it never marks it, and Status and ForceUnlock see it), and writes o = ""
+// on its own anchors, which an old client takes for another owner's lock.
+// Fences go on from the same counters. Two limits until every client is
+// upgraded: old clients leave no waiting marks (they may pass waiting
+// writers, as all waiters did before), and an old client's subtree lock
+// (which held the path's top segment as a plain key) does not meet this
+// version's subtree locks. Old admin tools show new locks as held by "".
 //
 // # What breaks the guarantees
 //
@@ -38,8 +110,7 @@
 // jumps forward expires the record early; a client paused past its validity
 // still believes it holds the lock. Then only a resource that checks the
 // fence stays safe: the fence order survives both, being durable on a
-// quorum before Lock returns. A master restarted without its data starts
-// its counter again from its clock in microseconds, above any fence it
-// gave, so fences do not go back; delaying its restart by the longest TTL
-// keeps mutual exclusion. Never let masters replicate into one another.
+// quorum before Lock returns. Delaying a master's restart without its data
+// by the longest TTL keeps mutual exclusion. Never let masters replicate
+// into one another.
 package redsync

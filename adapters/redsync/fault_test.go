@@ -213,3 +213,51 @@ func TestFaultFenceNeverGoesBackAfterRestartsWithoutData(t *testing.T) {
 		}
 	}
 }
+
+// With 2 of 5 masters stopped, readers still share a key, a writer still
+// waits for them and keeps new readers out, and gets the key when they go.
+func TestFaultSharedWithStoppedMasters(t *testing.T) {
+	servers, a := faultMasters(t)
+	b := lockerOn(t, servers)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	servers[1].Stop()
+	servers[3].Stop()
+	defer servers[1].Cont()
+	defer servers[3].Cont()
+	var readers []locker.Lease
+	for _, l := range []locker.Locker{a, b} {
+		lease, err := l.TryLock(ctx, "fault/shared", locker.Shared())
+		if err != nil {
+			t.Fatalf("shared TryLock with 2 of 5 masters stopped: %v", err)
+		}
+		readers = append(readers, lease)
+	}
+	if _, err := b.TryLock(ctx, "fault/shared"); !errors.Is(err, locker.ErrLocked) {
+		t.Fatalf("exclusive TryLock beside readers = %v, want ErrLocked", err)
+	}
+	writer := make(chan error, 1)
+	go func() {
+		lease, err := b.Lock(ctx, "fault/shared")
+		if err == nil {
+			err = lease.Unlock(ctx)
+		}
+		writer <- err
+	}()
+	c := lockerOn(t, servers)
+	within(t, 10*time.Second, "a waiting writer keeps a new reader out", func() bool {
+		lease, err := c.TryLock(ctx, "fault/shared", locker.Shared())
+		if err == nil {
+			_ = lease.Unlock(ctx)
+		}
+		return errors.Is(err, locker.ErrLocked)
+	})
+	for _, r := range readers {
+		if err := r.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-writer; err != nil {
+		t.Fatalf("the waiting writer: %v", err)
+	}
+}

@@ -5,55 +5,99 @@ import (
 	"slices"
 	"time"
 
+	"github.com/locker-go/locker/driver"
 	"github.com/locker-go/locker/internal/backoff"
 )
 
-// held is the driver.Hold of one hold on a quorum of masters.
+// held is the driver.Hold of one hold on a quorum of masters: its owner's
+// holder of the key in one mode.
 type held struct {
-	d          *redlock
-	key, owner string
-	id         string // the hold's own id in the records: its attempt's
-	fence      uint64
-	ttl        time.Duration
+	d     *redlock
+	n     name
+	mode  driver.Mode
+	owner string
+	id    string // the hold's own id in the records: its attempt's
+	fence uint64
+	ttl   time.Duration
 }
 
 // Refresh extends our records on a quorum (redsync's Extend), re-recording
 // the fence where a master lacks it: valid TTL − drift from the call's start.
 func (h *held) Refresh(ctx context.Context) (time.Duration, error) {
-	if err := h.d.outcome(h.claim(ctx, h.fence), 1); err != nil {
+	if err := h.d.outcome(h.claim(ctx, h.fence, false), 1); err != nil {
 		return 0, err
 	}
 	return h.ttl - h.d.drift(h.ttl), nil
 }
 
-// claim runs claimScript for this hold with the given fence.
-func (h *held) claim(ctx context.Context, fence uint64) []result[[]int64] {
-	return h.d.round(ctx, h.ttl, nil, claimScript, []string{h.d.lockKey(h.key), h.d.counterKey()},
-		h.owner, h.ttl.Milliseconds(), fence, h.id)
+// claim runs claimScript for this hold with the given fence (fresh: as a
+// new grant's, which another grant of the key must not have).
+func (h *held) claim(ctx context.Context, fence uint64, fresh bool) []result[[]int64] {
+	d := h.d
+	return d.round(ctx, h.ttl, nil, claimScript, []string{d.anchor(h.n), d.holders(h.n, h.mode), d.counterKey()},
+		int(h.mode), h.owner, h.ttl.Milliseconds(), fence, h.id, fresh)
 }
 
-// Release drops this hold on every master, announcing the last hold's.
+// Release drops this hold on every master, announcing its holder's end.
 func (h *held) Release(ctx context.Context) error {
-	return h.d.outcome(h.release(ctx, nil, true), 1, 2)
+	return h.d.outcome(h.d.release(ctx, []*held{h}, nil, true), 1, 2)
 }
 
-// release drops the hold id on the masters that on picks (nil: all),
-// publishing the key's release if announce. Masters that did not answer
-// are tried again in the background, up to 3 times spaced by the node
-// timeout, lest a slow one keep the record (and its waiters) until it
-// expires: dropping a hold by its id twice changes nothing.
-func (h *held) release(ctx context.Context, on []bool, announce bool) []result[[]int64] {
-	d, channel := h.d, ""
-	if announce {
-		channel = d.channel(h.key)
+// ReleaseBatch releases hs, holds of this driver, in one script per
+// master, in their order; ErrSkip for any other hold.
+func (d *redlock) ReleaseBatch(ctx context.Context, hs []driver.Hold) ([]error, error) {
+	holds := make([]*held, len(hs))
+	for i, h := range hs {
+		x, ok := h.(*held)
+		if !ok || x.d != d {
+			return nil, driver.ErrSkip
+		}
+		holds[i] = x
 	}
+	res := d.release(ctx, holds, nil, true)
+	errs := make([]error, len(holds))
+	for i := range holds {
+		// Hold i's outcome on each master, as one hold's release has it.
+		one := make([]result[[]int64], len(res))
+		for j, r := range res {
+			one[j].err = r.err
+			if r.err == nil && len(r.v) != len(holds) {
+				one[j].err = errMalformed
+			} else if r.err == nil {
+				one[j].v = r.v[i : i+1]
+			}
+		}
+		errs[i] = d.outcome(one, 1, 2)
+	}
+	return errs, nil
+}
+
+// release drops the holds hs on the masters that on picks (nil: all), in
+// one script each, publishing their keys' releases if announce; each
+// master replies an outcome per hold. Masters that did not answer are
+// tried again in the background, up to 3 times spaced by the node
+// timeout, lest a slow one keep a record (and its waiters) until it
+// expires: dropping a hold by its id twice changes nothing.
+func (d *redlock) release(ctx context.Context, hs []*held, on []bool, announce bool) []result[[]int64] {
+	keys := make([]string, 0, 7*len(hs))
+	args := make([]any, 0, 4*len(hs))
+	for _, h := range hs {
+		channel := ""
+		if announce {
+			channel = d.channel(h.n)
+		}
+		keys = append(keys, d.anchor(h.n), d.holders(h.n, h.mode), d.markExpiries(h.n))
+		keys = append(keys, d.allMarks(h.n)...)
+		args = append(args, int(h.mode), h.owner, h.id, channel)
+	}
+	ttl := hs[0].ttl
 	round := func(ctx context.Context, on []bool) []result[[]int64] {
-		return d.round(ctx, h.ttl, on, releaseScript, []string{d.lockKey(h.key)}, h.owner, channel, h.id)
+		return d.round(ctx, ttl, on, releaseScript, keys, args...)
 	}
 	res := round(ctx, on)
 	if failed := failedMasters(res); failed != nil {
 		d.bg.Go(func() {
-			every, tries := backoff.Policy{Min: d.nodeTimeout(h.ttl), Max: d.nodeTimeout(h.ttl)}, 0
+			every, tries := backoff.Policy{Min: d.nodeTimeout(ttl), Max: d.nodeTimeout(ttl)}, 0
 			time.Sleep(every.Min) // the round that failed has just ended
 			backoff.Retry(context.Background(), every, func(ctx context.Context) bool {
 				failed, tries = failedMasters(round(ctx, failed)), tries+1

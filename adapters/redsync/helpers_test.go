@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
 )
 
 // uniqueKey is a key no other test, here or in another package, uses.
@@ -54,22 +55,21 @@ func plainLocker(t testing.TB) (*testLocker, []goredis.UniversalClient) {
 	return l, clients
 }
 
-// masterRecord reads key's record on one master: owner, holds and PTTL;
-// owner is "" when there is none.
+// masterRecord reads key's record on one master: the owner, holds and
+// PTTL of its first S or X holder; owner is "" when there is none.
 func masterRecord(t testing.TB, l *testLocker, c goredis.UniversalClient, key string) (owner string, holds int64, pttl time.Duration) {
 	t.Helper()
-	v, err := statusScript.Run(context.Background(), c, []string{l.lockKey(key)}).Slice()
+	now := time.Now()
+	v, err := statusScript.Run(context.Background(), c, l.adminKeys(name{driver.Plain, key})).Slice()
 	if err != nil {
 		t.Fatalf("status of %q: %v", key, err)
 	}
-	if len(v) < 4 {
+	st := parseStatus(v, now)
+	if len(st.holders) == 0 {
 		return "", 0, 0
 	}
-	owner, _ = v[0].(string)
-	h, _ := v[1].(string)
-	holds, _ = strconv.ParseInt(h, 10, 64)
-	p, _ := v[3].(int64)
-	return owner, holds, time.Duration(p) * time.Millisecond
+	h := st.holders[0]
+	return h.Owner, int64(h.Holds), h.Expires.Sub(now)
 }
 
 // scriptCounter counts the scripts a client sent (whatever their outcome).

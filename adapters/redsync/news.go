@@ -9,28 +9,79 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/locker-go/locker/driver"
 )
 
-// news is what a driver heard on the keys it waits for, each message once
-// however many masters sent it: releases, "<id> <fence>" (the id of the
-// record that ended), and takes, "t<id> <ttl ms> <fence>", which a Lock
-// that had to wait sends once it acquired, so that the other waiters woken
-// by the same release skip an attempt bound to fail. A take may arrive
-// after its hold's release; a take whose fence is not above every fence
-// released is stale and ignored.
+// news is what a driver heard on the keys it waits for: releases, "<id>
+// <fence>[ <stamp> <mode> <call id>]" (the id of the attempt that created
+// the holder that ended, none for a mark removed or a forced release;
+// then the first waiting mark left, if any), and takes, "t<id> <ttl
+// ms> <fence> <mode>", which a Lock that had to wait sends once it
+// acquired, so that the other waiters woken by the same release skip an
+// attempt bound to fail, if the take's mode excludes theirs. A take may
+// arrive after its hold's release; a take whose fence is not above every
+// fence released is stale and ignored. It is kept per hub key: a key's
+// waiters in one mode.
+//
+// Every master that drops a holder publishes its release: a release wakes
+// the waiters once, when a quorum of copies is heard, as then it has
+// taken effect (a waiter woken by the first copy would meet the holder
+// still on masters yet to drop it); should the quorum not come (masters
+// down, a subscription being redialled), releaseSpread after the first.
 type news struct {
 	mu   sync.Mutex
-	keys map[string]*keyNews // the keys waited for here
+	need int                 // copies of a release that wake
+	keys map[string]*keyNews // the hub keys waited for here
 }
 
 type keyNews struct {
-	released      []string // ids of recent releases, newest last
-	releasedFence uint64   // largest fence released
-	taken         string   // the last take: id, fence, when heard, TTL
+	released      []release // recent releases, newest last
+	releasedFence uint64    // largest fence released
+	releasedAt    time.Time // when a copy of a release was last heard
+	taken         string    // the last take: id, fence, when heard, TTL, mode
 	takenFence    uint64
 	takenAt       time.Time
 	ttl           time.Duration
+	takenMode     driver.Mode
+	next          waiter // the first waiter, as the last release said
 }
+
+// waiter is the first waiting mark of a key, as a release names it: a
+// waiter it is not, and whose mode it excludes, need not look again.
+type waiter struct {
+	ok    bool
+	stamp int64
+	mode  driver.Mode
+	call  string
+}
+
+// before reports whether w stands before the mark (stamp, call).
+func (w waiter) before(stamp int64, call string) bool {
+	return w.ok && (w.stamp < stamp || w.stamp == stamp && w.call < call)
+}
+
+// parseWaiter reads " <stamp> <mode> <call id>" (none: !ok).
+func parseWaiter(f []string) waiter {
+	if len(f) != 3 {
+		return waiter{}
+	}
+	stamp, err1 := strconv.ParseInt(f[0], 10, 64)
+	mode, err2 := strconv.ParseUint(f[1], 10, 8)
+	return waiter{ok: err1 == nil && err2 == nil, stamp: stamp, mode: driver.Mode(mode), call: f[2]}
+}
+
+// release is one release heard, by its id: how many copies, and whether
+// it woke the waiters yet.
+type release struct {
+	id     string
+	copies int
+	woke   bool
+}
+
+// releaseSpread is how long after the first copy of a release the
+// waiters are woken, if a quorum of copies has not come by then.
+const releaseSpread = 20 * time.Millisecond
 
 const takePrefix = "t"
 
@@ -49,38 +100,94 @@ func (n *news) forget(key string) {
 	n.mu.Unlock()
 }
 
-// heard records a message and reports whether it is a release not heard
-// before, which must wake the key's waiters.
-func (n *news) heard(key, payload string) bool {
+// heard records a message and reports whether it must wake the key's
+// waiters now, and the id of a release first heard, whose waiters are
+// woken at releaseSpread unless a quorum of copies did it (settle).
+func (n *news) heard(key, payload string) (wake bool, first string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := n.keys[key]
+	if k == nil {
+		return false, ""
+	}
+	if rest, ok := strings.CutPrefix(payload, takePrefix); ok {
+		k.take(rest)
+		return false, ""
+	}
+	id, rest, _ := strings.Cut(payload, " ")
+	f := strings.Fields(rest)
+	if len(f) > 0 {
+		if fence, err := strconv.ParseUint(f[0], 10, 64); err == nil {
+			k.releasedFence = max(k.releasedFence, fence) // from every copy: masters may lag
+		}
+		f = f[1:]
+	}
+	k.releasedAt = time.Now()
+	next := parseWaiter(f)
+	if id == "" {
+		k.next = next
+		return true, ""
+	}
+	i := slices.IndexFunc(k.released, func(r release) bool { return r.id == id })
+	if i < 0 {
+		k.released = append(k.released[max(len(k.released)-3, 0):], release{id: id}) // the last 4
+		i, first, k.next = len(k.released)-1, id, next
+	} else if !next.ok || k.next.before(next.stamp, next.call) {
+		// The copies disagree (a master lags): the later waiter, or none,
+		// so that no waiter that may be first stays put.
+		k.next = next
+	}
+	r := &k.released[i]
+	r.copies++
+	if r.copies >= n.need && !r.woke {
+		r.woke = true
+		return true, first
+	}
+	return false, first
+}
+
+// take records a take's message.
+func (k *keyNews) take(msg string) {
+	f := strings.Fields(msg)
+	if len(f) != 4 {
+		return
+	}
+	ttl, err1 := strconv.ParseInt(f[1], 10, 64)
+	fence, err2 := strconv.ParseUint(f[2], 10, 64)
+	mode, err3 := strconv.ParseUint(f[3], 10, 8)
+	if err1 == nil && err2 == nil && err3 == nil && fence > max(k.releasedFence, k.takenFence) && !k.heardRelease(f[0]) {
+		k.taken, k.takenFence, k.takenAt, k.ttl = f[0], fence, time.Now(), time.Duration(ttl)*time.Millisecond
+		k.takenMode = driver.Mode(mode)
+	}
+}
+
+func (k *keyNews) heardRelease(id string) bool {
+	return slices.ContainsFunc(k.released, func(r release) bool { return r.id == id })
+}
+
+// behind reports whether the last release of key named a first waiter
+// before the mark (stamp, call) that excludes mode.
+func (n *news) behind(key string, mode driver.Mode, stamp int64, call string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := n.keys[key]
+	return k != nil && k.next.before(stamp, call) && !mode.Compatible(k.next.mode)
+}
+
+// settle reports whether the release id of key has yet to wake its
+// waiters, and counts it as having woken them.
+func (n *news) settle(key, id string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	k := n.keys[key]
 	if k == nil {
 		return false
 	}
-	if rest, ok := strings.CutPrefix(payload, takePrefix); ok {
-		f := strings.Fields(rest)
-		if len(f) != 3 {
-			return false
-		}
-		ttl, err1 := strconv.ParseInt(f[1], 10, 64)
-		fence, err2 := strconv.ParseUint(f[2], 10, 64)
-		if err1 == nil && err2 == nil && fence > max(k.releasedFence, k.takenFence) && !slices.Contains(k.released, f[0]) {
-			k.taken, k.takenFence, k.takenAt, k.ttl = f[0], fence, time.Now(), time.Duration(ttl)*time.Millisecond
-		}
+	i := slices.IndexFunc(k.released, func(r release) bool { return r.id == id })
+	if i < 0 || k.released[i].woke {
 		return false
 	}
-	id, fence, _ := strings.Cut(payload, " ")
-	if f, err := strconv.ParseUint(fence, 10, 64); err == nil {
-		k.releasedFence = max(k.releasedFence, f) // from every copy: masters may lag
-	}
-	if id == "" {
-		return true
-	}
-	if slices.Contains(k.released, id) {
-		return false
-	}
-	k.released = append(k.released[max(len(k.released)-3, 0):], id) // the last 4
+	k.released[i].woke = true
 	return true
 }
 
@@ -89,31 +196,39 @@ func (n *news) announced(key, id string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	k := n.keys[key]
-	return k != nil && slices.Contains(k.released, id)
+	return k != nil && k.heardRelease(id)
 }
 
-// takenSince reports whether another waiter took key after since and has
-// not released it yet, and with which TTL.
-func (n *news) takenSince(key string, since time.Time) (time.Duration, bool) {
+// releasedSince reports whether a release of key was heard after since.
+func (n *news) releasedSince(key string, since time.Time) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	k := n.keys[key]
-	if k == nil || k.taken == "" || k.takenAt.Before(since) ||
-		k.takenFence <= k.releasedFence || slices.Contains(k.released, k.taken) {
+	return k != nil && k.releasedAt.After(since)
+}
+
+// takenSince reports whether another waiter took key after since, in a
+// mode that excludes mode, and has not released it yet, and with which TTL.
+func (n *news) takenSince(key string, mode driver.Mode, since time.Time) (time.Duration, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := n.keys[key]
+	if k == nil || k.taken == "" || k.takenAt.Before(since) || mode.Compatible(k.takenMode) ||
+		k.takenFence <= k.releasedFence || k.heardRelease(k.taken) {
 		return 0, false
 	}
 	return k.ttl, true
 }
 
-// takePayload is the take message of the hold id with ttl and fence.
-func takePayload(id string, ttl time.Duration, fence uint64) string {
-	return takePrefix + id + " " + strconv.FormatInt(ttl.Milliseconds(), 10) + " " + strconv.FormatUint(fence, 10)
+// takePayload is the take message of the hold id with ttl, fence and mode.
+func takePayload(id string, ttl time.Duration, fence uint64, mode driver.Mode) string {
+	return takePrefix + id + " " + strconv.FormatInt(ttl.Milliseconds(), 10) + " " + strconv.FormatUint(fence, 10) + " " + digit(mode)
 }
 
-// announceTake tells the other waiters that the hold id took key, in the
-// background: a hint that saves work, never needed for correctness.
-func (d *redlock) announceTake(key, id string, ttl time.Duration, fence uint64) {
-	payload, channel := takePayload(id, ttl, fence), d.channel(key)
+// announceTake tells the other waiters that the hold id took n in mode,
+// in the background: a hint that saves work, never needed for correctness.
+func (d *redlock) announceTake(n name, mode driver.Mode, id string, ttl time.Duration, fence uint64) {
+	payload, channel := takePayload(id, ttl, fence, mode), d.channel(n)
 	go each(context.Background(), d, d.nodeTimeout(ttl), func(ctx context.Context, _ int, c goredis.UniversalClient) (struct{}, error) {
 		return struct{}{}, c.Publish(ctx, channel, payload).Err()
 	})

@@ -4,21 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
 	"github.com/locker-go/locker/internal/backoff"
 	"github.com/locker-go/locker/internal/rediskey"
 )
 
 // master is one Redis master and the driver's subscription to it: one
-// pattern for all of the namespace's release channels, made when the
-// Locker first waits and kept until Close (as adapters/redis keeps its
-// channel), so a wait costs no round trip and no unsubscribe can race a
-// newer subscribe. Releases of keys nobody here waits for are dropped.
+// pattern for all of the namespace's release channels (both spaces'),
+// made when the Locker first waits and kept until Close (as adapters/redis
+// keeps its channel), so a wait costs no round trip and no unsubscribe can
+// race a newer subscribe. Releases of keys nobody here waits for are
+// dropped.
 type master struct {
 	client     goredis.UniversalClient
 	ps         *goredis.PubSub
@@ -44,8 +45,7 @@ func (d *redlock) read(m *master) {
 	defer close(m.done)
 	quit, cancel := backoff.Until(context.Background(), m.quit)
 	defer cancel()
-	prefix := d.channel("")
-	_ = m.ps.PSubscribe(quit, rediskey.MatchPrefix(prefix)) // kept for Receive's redial if it failed
+	_ = m.ps.PSubscribe(quit, rediskey.MatchPrefix(d.channelPrefix())) // kept for Receive's redial if it failed
 	pace := backoff.Policy{Min: 10 * time.Millisecond, Max: time.Second}
 	for confirmed := false; ; {
 		var msg any
@@ -61,8 +61,8 @@ func (d *redlock) read(m *master) {
 		}
 		switch msg := msg.(type) {
 		case *goredis.Message:
-			if key := strings.TrimPrefix(msg.Channel, prefix); d.news.heard(key, msg.Payload) {
-				d.hub.Notify(key)
+			if n, ok := d.nameOfChannel(msg.Channel); ok {
+				d.heard(n, msg.Payload)
 			}
 		case *goredis.Subscription:
 			if confirmed {
@@ -70,6 +70,25 @@ func (d *redlock) read(m *master) {
 			}
 			confirmed = true
 			d.setLive(m, true)
+		}
+	}
+}
+
+// heard records a message on n's channel, waking the longest waiter of
+// each mode that a release may admit.
+func (d *redlock) heard(n name, payload string) {
+	for _, m := range driver.Modes {
+		k := hubKey(n, m)
+		wake, first := d.news.heard(k, payload)
+		if wake {
+			d.hub.Notify(k)
+		}
+		if first != "" && !wake {
+			time.AfterFunc(releaseSpread, func() {
+				if d.news.settle(k, first) {
+					d.hub.Notify(k)
+				}
+			})
 		}
 	}
 }

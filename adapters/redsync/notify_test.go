@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/locker-go/locker/driver"
 )
 
 // A waiter that leaves must not take a later waiter's subscription with it
@@ -15,12 +17,13 @@ func TestLeavingKeepsTheSubscription(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	key := uniqueKey(t, "k")
-	_, leave, err := l.hub.Subscribe(ctx, key)
+	n := name{driver.Plain, key}
+	_, leave, err := l.hub.Subscribe(ctx, hubKey(n, driver.Exclusive))
 	if err != nil {
 		t.Fatal(err)
 	}
 	leave() // the last waiter leaves
-	wake, leave, err := l.hub.Subscribe(ctx, key)
+	wake, leave, err := l.hub.Subscribe(ctx, hubKey(n, driver.Exclusive))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +31,7 @@ func TestLeavingKeepsTheSubscription(t *testing.T) {
 	// Subscribe returns once a quorum of the masters' subscriptions is
 	// live: master 0's may come a moment later, but it must come.
 	for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		n, err := clients[0].Publish(ctx, l.channel(key), "probe").Result()
+		n, err := clients[0].Publish(ctx, l.channel(n), "probe").Result()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -77,7 +77,8 @@ func WithDriftFactor(f float64) Option { return func(c *config) { c.driftFactor 
 
 func withOwnClients() Option { return func(c *config) { c.ownClients = true } }
 
-// redlock is the driver: driver.Driver, driver.Notifier and driver.Admin.
+// redlock is the driver: driver.Driver, ModeKeeper, Batcher, Notifier and
+// Admin.
 type redlock struct {
 	cfg     config
 	masters []*master
@@ -85,6 +86,7 @@ type redlock struct {
 	hub     *wait.Hub
 	news    news
 	counted atomic.Uint64  // largest fence counter seen on any master
+	stamped atomic.Int64   // the last waiter's stamp (nextStamp)
 	bg      sync.WaitGroup // background retries
 
 	listening sync.Once  // the masters' subscriptions started
@@ -93,8 +95,10 @@ type redlock struct {
 }
 
 var (
-	_ driver.Notifier = (*redlock)(nil)
-	_ driver.Admin    = (*redlock)(nil)
+	_ driver.ModeKeeper = (*redlock)(nil)
+	_ driver.Batcher    = (*redlock)(nil)
+	_ driver.Notifier   = (*redlock)(nil)
+	_ driver.Admin      = (*redlock)(nil)
 )
 
 // New returns a Locker over clients, one per independent master: an odd
@@ -122,7 +126,7 @@ func newDriver(clients []goredis.UniversalClient, opts ...Option) (*redlock, err
 	case cfg.driftFactor < 0 || cfg.driftFactor >= 0.5:
 		return nil, fmt.Errorf("%w: drift factor %v is outside [0, 0.5)", ErrInvalidOption, cfg.driftFactor)
 	}
-	d := &redlock{cfg: cfg, quorum: len(clients)/2 + 1, news: news{keys: map[string]*keyNews{}}, changed: make(chan struct{})}
+	d := &redlock{cfg: cfg, quorum: len(clients)/2 + 1, news: news{need: len(clients)/2 + 1, keys: map[string]*keyNews{}}, changed: make(chan struct{})}
 	for _, c := range clients {
 		d.masters = append(d.masters, &master{client: c})
 	}
@@ -130,18 +134,41 @@ func newDriver(clients []goredis.UniversalClient, opts ...Option) (*redlock, err
 	return d, nil
 }
 
-func (d *redlock) lockKey(key string) string { return d.cfg.prefix + "l:" + key }
-func (d *redlock) channel(key string) string { return d.cfg.prefix + "r:" + key }
-func (d *redlock) counterKey() string        { return d.cfg.prefix + "fence" }
+// KeepsModes declares that Acquire grants by driver.ModeKeeper's rule
+// (acquireScript applies it on each master).
+func (d *redlock) KeepsModes() {}
 
 // drift is Redlock's allowance for clock drift between the masters.
 func (d *redlock) drift(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl)*d.cfg.driftFactor) + 2*time.Millisecond
 }
 
-// Subscribe joins the waiters of r's key.
+// Subscribe joins the waiters of r's key in r's mode.
 func (d *redlock) Subscribe(ctx context.Context, r *driver.Request) (<-chan struct{}, func(), error) {
-	return d.hub.Subscribe(ctx, r.Key)
+	st := stateOf(r)
+	// The call's stamp is taken as it takes its place among this Locker's
+	// waiters: the longest waiting here, whom a release wakes, is then the
+	// first of them among the marks too. (Stamped at its first queued
+	// attempt instead, a waiter that subscribed first could stand behind
+	// one that subscribed after it: woken, it would see that one first and
+	// wait on, and that one, not woken, would wait out its marks' TTL/3.)
+	return d.hub.SubscribeInOrder(ctx, hubKey(nameOf(r), r.Mode), func() {
+		if st.stamp == 0 {
+			st.stamp = d.nextStamp()
+		}
+	})
+}
+
+// nextStamp is the client's clock in µs, above every stamp given before,
+// so this Locker's waiters stand in the order they subscribed.
+func (d *redlock) nextStamp() int64 {
+	for {
+		last := d.stamped.Load()
+		next := max(time.Now().UnixMicro(), last+1)
+		if d.stamped.CompareAndSwap(last, next) {
+			return next
+		}
+	}
 }
 
 // Listening is true once a quorum of the masters' subscriptions is live:
@@ -150,10 +177,6 @@ func (d *redlock) Listening() bool {
 	ok, _ := d.live()
 	return ok
 }
-
-// Abandon has nothing to do: a failed attempt undoes itself before it
-// returns, and nothing queues.
-func (d *redlock) Abandon(context.Context, *driver.Request) {}
 
 // Close stops the subscriptions; it closes the clients only if Open made
 // them.

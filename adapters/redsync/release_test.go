@@ -46,7 +46,7 @@ func countedMasters(t *testing.T) ([]*testenv.RedisServer, *testLocker, []*scrip
 	// stopped master runs when it resumes instead of failing NOSCRIPT.
 	ctx := context.Background()
 	for _, c := range clients {
-		for _, s := range []*goredis.Script{acquireScript, claimScript, releaseScript, forceScript, statusScript} {
+		for _, s := range []*goredis.Script{acquireScript, claimScript, releaseScript, unmarkScript, forceScript, statusScript} {
 			if err := s.Load(ctx, c).Err(); err != nil {
 				t.Fatal(err)
 			}

@@ -3,104 +3,390 @@ package redsync
 import (
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/locker-go/locker/driver"
 	"github.com/locker-go/locker/internal/rediskey"
 )
 
-// The per-master steps. A lock record is a hash {o: owner, n: holds,
-// f: fence, a: id of the attempt that created it, h<id>: one field per
-// hold, named by the id of the attempt that added it} with a PX expiry
-// that only grows (one owner's holds share it). Holds are a set, so that
-// a retried release, or the undo of an attempt whose reply was lost, drops
-// the hold it names and never another; n is its size, for Status.
+// The per-master steps, as Lua scripts; names.go lists a key's records.
+//
+// A holder is an owner in one mode, with three anchor fields: f<m><owner>
+// its fence (0 for an intention holder: its fence is never a lease's, so
+// none is drawn for it), h<m><owner> its holds (",id,id,": one per lease, named by the
+// attempt that added it, so that a retried release, or the undo of an
+// attempt whose reply was lost, drops the hold it names and never
+// another) and a<m><owner> the attempt that created it (named in its
+// release's news). Its expiry (ms, by the master's clock) is a score in
+// its mode's sorted set; the Exclusive holder, the only one of its mode,
+// is the anchor's x (owner) and xe (expiry) instead, so that the plain
+// lock costs one Redis key, as before.
+//
+// The anchor's other fields: o = "" (what an old version reads as the
+// owner: see the package doc), L the largest fence given on the key
+// (which makes a fence claimed by one grant unclaimable by another: see
+// claimScript) and w, set while the key may have waiting marks (marks.go).
+// Whatever is lapsed is evicted as it is met; every key expires (PEXPIRE)
+// after the last of its entries, and the anchor after all of them.
 
-// acquireScript: KEYS lock, counter; ARGV owner, ttl ms, attempt id,
-// reentrant (1 for a WithOwner owner), counter floor. Replies {0, pttl,
-// holder's attempt id (one holder or a split vote?), counter} when held by
-// another, {1, fence, counter} on re-entry, {2, counter, counter} on a
-// fresh grant, which counts one up or to the floor (the largest counter
-// the client saw: a lagging master catches up). A random owner meeting its
-// own record (an earlier attempt's lost undo) takes it afresh.
-var acquireScript = goredis.NewScript(`
-local o = redis.call('HGET', KEYS[1], 'o')
-if o and o ~= ARGV[1] then
-  return {0, redis.call('PTTL', KEYS[1]), tonumber(redis.call('HGET', KEYS[1], 'a') or '0'),
-          tonumber(redis.call('GET', KEYS[2]) or '0')}
-end
-if o and ARGV[4] == '1' then
-  if redis.call('HSETNX', KEYS[1], 'h' .. ARGV[3], 1) == 1 then
-    redis.call('HINCRBY', KEYS[1], 'n', 1)
+// luaNow is what every script begins with: the master's clock in ms.
+const luaNow = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+`
+
+// luaHelpers are the scripts' helpers. A script defines them after its
+// fast path, if it has one: making them costs every run that does.
+const luaHelpers = `
+-- keep makes k outlive an entry just stored in it for ttl ms.
+local function keep(k, ttl)
+  if redis.call('PTTL', k) < ttl then
+    redis.call('PEXPIRE', k, ttl)
   end
-  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+-- alive is score s as a number if it is an expiry still to come.
+local function alive(s)
+  if s and tonumber(s) > now then
+    return tonumber(s)
   end
-  return {1, tonumber(redis.call('HGET', KEYS[1], 'f')), tonumber(redis.call('GET', KEYS[2]) or '0')}
+  return nil
 end
-if o then
-  redis.call('DEL', KEYS[1])
+-- tidy deletes anchor H once no holder (none has fields but o, L, w and
+-- z) and no mark (W, marks by expiry) is left.
+local function tidy(H, W)
+  local v = redis.call('HMGET', H, 'L', 'w', 'z')
+  local own = 1
+  for i = 1, 3 do
+    if v[i] then
+      own = own + 1
+    end
+  end
+  if redis.call('HLEN', H) == own and (not v[2] or redis.call('EXISTS', W) == 0) then
+    redis.call('DEL', H)
+  end
 end
-` + rediskey.ClockFloor("2") + `
-local c = redis.call('INCR', KEYS[2])
-if c < tonumber(ARGV[5]) then
-  c = tonumber(ARGV[5])
-  redis.call('SET', KEYS[2], c)
+-- forget deletes owner's holder fields of mode m on anchor H.
+local function forget(H, m, owner)
+  redis.call('HDEL', H, 'f' .. m .. owner, 'h' .. m .. owner, 'a' .. m .. owner)
 end
-redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', 1, 'f', c, 'a', ARGV[3], 'h' .. ARGV[3], 1)
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return {2, c, c}
-`)
+`
 
-// claimScript: KEYS lock, counter; ARGV owner, ttl ms, fence, hold id.
-// Raises the counter to the fence, and where the record has our hold
-// extends it and records the fence: 1 then, else 0. It is the keep-alive
-// and the second acquire round that makes a fence durable.
-var claimScript = goredis.NewScript(`
-if tonumber(redis.call('GET', KEYS[2]) or '0') < tonumber(ARGV[3]) then
-  redis.call('SET', KEYS[2], ARGV[3])
-end
-if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] or redis.call('HEXISTS', KEYS[1], 'h' .. ARGV[4]) == 0 then
-  return {0}
-end
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-redis.call('HSET', KEYS[1], 'f', ARGV[3])
-return {1}
-`)
+// luaPrelude is luaNow and luaHelpers, for a script without a fast path.
+const luaPrelude = luaNow + luaHelpers
 
-// releaseScript: KEYS lock; ARGV owner, channel ("": silent), hold id.
-// Drops that hold: 0 if the record lacks it, 1 if holds remain, 2 when the
-// record was deleted, which publishes "<a> <f>" (see news). It is also the
-// undo of a failed attempt, whose hold id is the attempt's.
-var releaseScript = goredis.NewScript(`
-if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] or redis.call('HDEL', KEYS[1], 'h' .. ARGV[3]) == 0 then
-  return {0}
-end
-if redis.call('HINCRBY', KEYS[1], 'n', -1) > 0 then
-  return {1}
-end
-local v = redis.call('HMGET', KEYS[1], 'a', 'f')
-redis.call('DEL', KEYS[1])
-if ARGV[2] ~= '' then
-  redis.call('PUBLISH', ARGV[2], (v[1] or '') .. ' ' .. (v[2] or '0'))
-end
-return {2}
-`)
+// conflicting lists, for each mode, the modes it cannot hold a key beside,
+// as acquireScript takes them (driver.Compatible is the one matrix).
+var conflicting = func() [len(driver.Modes)]string {
+	var c [len(driver.Modes)]string
+	for _, m := range driver.Modes {
+		for _, o := range driver.Modes {
+			if !m.Compatible(o) {
+				c[m] += digit(o)
+			}
+		}
+	}
+	return c
+}()
 
-// forceScript: KEYS lock; ARGV release channel. Deletes whoever's record.
-var forceScript = goredis.NewScript(`
-local v = redis.call('HMGET', KEYS[1], 'a', 'f')
-if redis.call('DEL', KEYS[1]) == 0 then
-  return {0}
-end
-redis.call('PUBLISH', ARGV[1], (v[1] or 'force') .. ' ' .. (v[2] or '0'))
-return {1}
-`)
+// Outcomes of acquireScript for one request on one master.
+const (
+	refused   = 0 // {0, ms until what refused it may lapse, who refused, 1 if an old version's record}
+	reentered = 1 // {1, the holder's fence}
+	granted   = 2 // {2, the counter drawn}
+	mismatch  = 3 // the owner holds the key in another mode
+	heldBack  = 4 // grantable, but another request of the batch was refused
+)
 
-// statusScript: KEYS lock. Replies {owner, holds, fence, pttl}, or {}.
-var statusScript = goredis.NewScript(`
-local v = redis.call('HMGET', KEYS[1], 'o', 'n', 'f')
-if not v[1] then
-  return {}
+// replyWidth is how many integers acquireScript replies per request.
+const replyWidth = 4
+
+// acquireScript decides a batch of requests by driver.ModeKeeper's rule,
+// all or none (acquireLua). KEYS: the fence counter, then each request's
+// records. ARGV: the counter floor (the largest counter the client saw,
+// plus one: a lagging master catches up), then per request requestArgs:
+// owner, mode, ttl ms, hold id, reentrant (1 for a WithOwner owner),
+// queue (0: not queued; 1: queued, its place the stamp; 2: also
+// (re)place its waiting mark if refused), call id, stamp (the call's
+// place among waiters), the modes it conflicts with. Replies replyWidth
+// integers per request, then the counter (0 if no grant read it).
+var acquireScript = goredis.NewScript(acquireLua)
+
+// requestArgs is how many ARGV acquireScript takes per request.
+const requestArgs = 9
+
+// acquireLua: who refused is named by the attempt id of the X holder's
+// creator or of an old version's record; the holders of mode m by -(1+m),
+// the marks of mode m by -(5+m): each counts as one contender when votes
+// are sorted. A key whose anchor has an owner is an old version's record
+// (package doc): held exclusively by it, never marked. A random owner
+// meeting its own holder (an earlier attempt's lost undo) takes it
+// afresh. Marks are ordered by the stamp the client chose, the same on
+// every master, so that two waiters stand in one order everywhere and
+// cannot each be first on a minority for ever.
+var acquireLua = luaNow + `
+local last, joined
+local function count()
+` + rediskey.ClockFloor("1") + `
+  local c = redis.call('INCR', KEYS[1])
+  if c < tonumber(ARGV[1]) then
+    c = tonumber(ARGV[1])
+    redis.call('SET', KEYS[1], c)
+  end
+  last = c
+  return c
 end
-return {v[1], v[2], v[3], redis.call('PTTL', KEYS[1])}
-`)
+-- anchor reads the anchor of the request whose keys begin after KEYS[k].
+local function anchor(k)
+  local v = redis.call('HMGET', KEYS[k + 1], 'o', 'x', 'xe', 'xa', 'w', 'z', 'L')
+  return {o = v[1], x = v[2], xe = v[3], xa = v[4], w = v[5] or '', z = v[6] or '', L = tonumber(v[7] or '0')}
+end
+-- The fast path: one request for a key that has no anchor, nor so
+-- anything else: granted at once.
+local first = anchor(1)
+if #ARGV == 10 and not first.o then
+  local owner, m, ttl, id = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+  local c, mo = 0, m .. owner
+  if m < 2 then
+    c = count()
+  end
+  if m == 0 then
+    redis.call('HSET', KEYS[2], 'o', '', 'f' .. mo, c, 'h' .. mo, ',' .. id .. ',', 'a' .. mo, id, 'L', c,
+      'x', owner, 'xe', now + ttl, 'xa', id)
+  else
+    redis.call('HSET', KEYS[2], 'o', '', 'f' .. mo, c, 'h' .. mo, ',' .. id .. ',', 'a' .. mo, id, 'L', c, 'z', m)
+    redis.call('ZADD', KEYS[2 + m], now + ttl, owner)
+    redis.call('PEXPIRE', KEYS[2 + m], ttl)
+  end
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  return {2, c, 0, 0, last or 0}
+end
+` + luaHelpers + `
+-- A request's keys: anchor KEYS[k+1], mode m's holders KEYS[k+1+m]
+-- (m > 0), marks by expiry KEYS[k+5], mode m's marks KEYS[k+6+m]. s is
+-- its anchor as read: s.z lists the modes that may have holders in a
+-- sorted set, s.w those that may have marks (the anchor's z and w).
+local function has(set, m)
+  return string.find(set, m, 1, true) ~= nil
+end
+local function drop(k, m, owner)
+  forget(KEYS[k + 1], m, owner)
+  if m == 0 then
+    redis.call('HDEL', KEYS[k + 1], 'x', 'xe', 'xa')
+  else
+    redis.call('ZREM', KEYS[k + 1 + m], owner)
+  end
+end
+-- evict drops lapsed holders and marks, before a grant writes.
+local function evict(k, s)
+  if s.x and not alive(s.xe) then
+    drop(k, 0, s.x)
+  end
+  local z = s.z
+  for i = 1, #s.z do
+    local m = tonumber(string.sub(s.z, i, i))
+    local gone = redis.call('ZRANGEBYSCORE', KEYS[k + 1 + m], '-inf', now, 'LIMIT', 0, 100)
+    for _, h in ipairs(gone) do
+      drop(k, m, h)
+    end
+    if #gone > 0 and redis.call('EXISTS', KEYS[k + 1 + m]) == 0 then
+      z = string.gsub(z, m, '')
+    end
+  end
+  if z ~= s.z then
+    redis.call('HSET', KEYS[k + 1], 'z', z)
+    s.z = z
+  end
+  if s.w ~= '' then
+    for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[k + 5], '-inf', now, 'LIMIT', 0, 100)) do
+      redis.call('ZREM', KEYS[k + 6 + tonumber(string.sub(w, 1, 1))], string.sub(w, 2))
+      redis.call('ZREM', KEYS[k + 5], w)
+    end
+    if redis.call('EXISTS', KEYS[k + 5]) == 0 then
+      redis.call('HDEL', KEYS[k + 1], 'w')
+      s.w = ''
+    end
+  end
+end
+-- holds: whether owner's holder in mode m is live.
+local function holds(k, s, m, owner)
+  if m == 0 then
+    return s.x == owner and alive(s.xe) ~= nil
+  end
+  return has(s.z, m) and alive(redis.call('ZSCORE', KEYS[k + 1 + m], owner)) ~= nil
+end
+-- head is the first live mark of mode m: call id, stamp, expiry.
+local function head(k, m)
+  local Q, W = KEYS[k + 6 + m], KEYS[k + 5]
+  while true do
+    local h = redis.call('ZRANGE', Q, 0, 0, 'WITHSCORES')
+    if not h[1] then
+      return nil
+    end
+    local exp = alive(redis.call('ZSCORE', W, m .. h[1]))
+    if exp then
+      return h[1], tonumber(h[2]), exp
+    end
+    redis.call('ZREM', Q, h[1])
+    redis.call('ZREM', W, m .. h[1])
+  end
+end
+-- conflicts is rule 3: who of the live holders and earlier marks refuses
+-- the request, and for how long at most; nil if nobody does.
+local function conflicts(k, a, s)
+  local queued, call, stamp, modes = ARGV[a + 6] ~= '0', ARGV[a + 7], tonumber(ARGV[a + 8]), ARGV[a + 9]
+  local wait, who = 0, nil
+  for i = 1, #modes do
+    local m = tonumber(string.sub(modes, i, i))
+    if m == 0 and s.x and alive(s.xe) then
+      wait, who = tonumber(s.xe) - now, tonumber(s.xa or '0') or 0
+    elseif m > 0 and has(s.z, m) then
+      local top = redis.call('ZRANGE', KEYS[k + 1 + m], -1, -1, 'WITHSCORES')
+      if alive(top[2]) then
+        wait, who = math.max(wait, tonumber(top[2]) - now), who or -(1 + m)
+      end
+    end
+    if has(s.w, m) then
+      local id, st, exp = head(k, m)
+      if id and (not queued or st < stamp or (st == stamp and id < call)) then
+        wait, who = math.max(wait, exp - now), who or -(5 + m)
+      end
+    end
+  end
+  return who, wait
+end
+local function decide(k, a, s)
+  if s.o and s.o ~= '' then
+    s.v = {0, redis.call('PTTL', KEYS[k + 1]), tonumber(redis.call('HGET', KEYS[k + 1], 'a') or '0') or 0, 1}
+    return
+  elseif not s.o then
+    s.v, s.fresh = {2}, true
+    return
+  end
+  local owner, mode = ARGV[a + 1], tonumber(ARGV[a + 2])
+  if ARGV[a + 5] == '1' then
+    for m = 0, 3 do
+      if holds(k, s, m, owner) then
+        s.v = {m == mode and 1 or 3}
+        return
+      end
+    end
+  elseif (mode == 0 and s.x == owner) or (mode > 0 and has(s.z, mode) and redis.call('ZSCORE', KEYS[k + 1 + mode], owner)) then
+    drop(k, mode, owner)
+    if mode == 0 then
+      s.x = nil
+    end
+  end
+  local who, wait = conflicts(k, a, s)
+  if who then
+    s.v = {0, wait, who, 0}
+  else
+    s.v = {2}
+  end
+end
+-- join adds the request's hold to its owner's holder, lengthened to its
+-- TTL if it was shorter.
+local function join(k, a, s)
+  local H, owner, m, id = KEYS[k + 1], ARGV[a + 1], tonumber(ARGV[a + 2]), ARGV[a + 4]
+  local ttl, mo = tonumber(ARGV[a + 3]), m .. owner
+  local v = redis.call('HMGET', H, 'h' .. mo, 'f' .. mo)
+  local hs = v[1] or ','
+  if not string.find(hs, ',' .. id .. ',', 1, true) then
+    redis.call('HSET', H, 'h' .. mo, hs .. id .. ',')
+  end
+  if m == 0 then
+    redis.call('HSET', H, 'xe', math.max(now + ttl, tonumber(s.xe)))
+  else
+    redis.call('ZADD', KEYS[k + 1 + m], 'GT', now + ttl, owner)
+    keep(KEYS[k + 1 + m], ttl)
+  end
+  keep(H, ttl)
+  joined = true
+  return {1, tonumber(v[2] or '0'), 0, 0}
+end
+local function grant(k, a, s)
+  local H, owner, m, ttl, id = KEYS[k + 1], ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), ARGV[a + 4]
+  if not s.fresh then
+    evict(k, s)
+  end
+  if ARGV[a + 6] ~= '0' and has(s.w, m) and redis.call('ZREM', KEYS[k + 6 + m], ARGV[a + 7]) == 1 then
+    redis.call('ZREM', KEYS[k + 5], m .. ARGV[a + 7])
+  end
+  if s.v[1] == 1 then
+    return join(k, a, s)
+  end
+  local c, mo = 0, m .. owner
+  if m < 2 then
+    c = count()
+  end
+  if m == 0 then
+    redis.call('HSET', H, 'o', '', 'f' .. mo, c, 'h' .. mo, ',' .. id .. ',', 'a' .. mo, id, 'L', math.max(c, s.L),
+      'x', owner, 'xe', now + ttl, 'xa', id)
+  else
+    local z = s.z
+    if not has(z, m) then
+      z = z .. m
+    end
+    redis.call('HSET', H, 'o', '', 'f' .. mo, c, 'h' .. mo, ',' .. id .. ',', 'a' .. mo, id, 'L', math.max(c, s.L), 'z', z)
+    redis.call('ZADD', KEYS[k + 1 + m], now + ttl, owner)
+  end
+  if s.fresh then
+    redis.call('PEXPIRE', H, ttl)
+    if m > 0 then
+      redis.call('PEXPIRE', KEYS[k + 1 + m], ttl)
+    end
+  else
+    keep(H, ttl)
+    if m > 0 then
+      keep(KEYS[k + 1 + m], ttl)
+    end
+  end
+  return {2, c, 0, 0}
+end
+-- mark places or renews the request's waiting mark, if asked (queue 2).
+local function mark(k, a, s)
+  local H, W, m, ttl, call = KEYS[k + 1], KEYS[k + 5], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), ARGV[a + 7]
+  local Q = KEYS[k + 6 + m]
+  if not has(s.w, m) then
+    redis.call('HSET', H, 'w', s.w .. m)
+  end
+  redis.call('ZADD', Q, ARGV[a + 8], call)
+  redis.call('ZADD', W, now + ttl, m .. call)
+  keep(H, ttl)
+  keep(W, ttl)
+  keep(Q, ttl)
+end
+local n = (#ARGV - 1) / 9
+local ss, all = {}, true
+for i = 0, n - 1 do
+  local s = first
+  if i > 0 then
+    s = anchor(1 + i * 9)
+  end
+  decide(1 + i * 9, 1 + i * 9, s)
+  ss[i + 1] = s
+  all = all and (s.v[1] == 1 or s.v[1] == 2)
+end
+local out = {}
+for i = 0, n - 1 do
+  local k, a, v = 1 + i * 9, 1 + i * 9, ss[i + 1].v
+  local r
+  if all then
+    r = grant(k, a, ss[i + 1])
+  elseif v[1] == 0 then
+    if ARGV[a + 6] == '2' and v[4] == 0 then
+      mark(k, a, ss[i + 1])
+    end
+    r = v
+  elseif v[1] == 3 then
+    r = {3, 0, 0, 0}
+  else
+    r = {4, 0, 0, 0}
+  end
+  for _, x in ipairs(r) do
+    out[#out + 1] = x
+  end
+end
+if joined and not last then
+  last = tonumber(redis.call('GET', KEYS[1]) or '0')
+end
+out[#out + 1] = last or 0
+return out
+`

@@ -51,6 +51,15 @@ func NewWakeOneHub(ch Channel) *Hub { return &Hub{ch: ch, one: true, keys: map[s
 // Subscribe registers a waiter for key, subscribing at the backend if it is
 // the first. Its signature fits Until once bound to a key.
 func (h *Hub) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	return h.SubscribeInOrder(ctx, key, nil)
+}
+
+// SubscribeInOrder is Subscribe, calling inOrder (if not nil) as the
+// waiter takes its place among the key's waiters, in that order: a
+// backend that orders waiters itself (Redlock's waiting marks) gives each
+// its place there, so that the one a wake-one Notify wakes, the longest
+// waiting here, is also the first there.
+func (h *Hub) SubscribeInOrder(ctx context.Context, key string, inOrder func()) (<-chan struct{}, func(), error) {
 	c := make(chan struct{}, 1)
 	h.mu.Lock()
 	e := h.keys[key]
@@ -60,6 +69,9 @@ func (h *Hub) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(
 	}
 	h.seq++
 	e.waiters[c] = h.seq
+	if inOrder != nil {
+		inOrder()
+	}
 	h.mu.Unlock()
 
 	e.op.Lock()

@@ -1,0 +1,94 @@
+package redsync
+
+import (
+	"context"
+	"crypto/rand"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/locker-go/locker/driver"
+	"github.com/locker-go/locker/internal/testenv"
+)
+
+// commandsRun is how many commands c's server has run, scripts' own
+// included; INFO's left out, and PEXPIRE's, which a script sends when a
+// key's expiry is behind the clock by a millisecond or more.
+func commandsRun(t *testing.T, c goredis.UniversalClient) int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, line := range strings.Split(info, "\n") {
+		stat, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(stat, "cmdstat_") || stat == "cmdstat_info" || stat == "cmdstat_pexpire" {
+			continue
+		}
+		for _, f := range strings.Split(fields, ",") {
+			if n, ok := strings.CutPrefix(f, "calls="); ok {
+				v, _ := strconv.ParseInt(n, 10, 64)
+				total += v
+			}
+		}
+	}
+	return total
+}
+
+// What a grant or a refusal costs a master grows with the holders that
+// could refuse it, never with the compatible ones: the same commands
+// beside 1,000 intention holders of a subtree's top node as beside one.
+func TestCostIgnoresCompatibleHolders(t *testing.T) {
+	testenv.URL(t, "LOCKER_TEST_REDLOCK") // -short skips
+	var clients []goredis.UniversalClient
+	for range 3 {
+		s := testenv.StartRedis(t, 0)
+		c := goredis.NewClient(&goredis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = c.Close() })
+		clients = append(clients, c)
+	}
+	d, err := newDriver(clients, WithNodeTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	ctx := context.Background()
+	request := func(m driver.Mode) *driver.Request {
+		return &driver.Request{Key: "top", Space: driver.Subtree, Mode: m, Owner: rand.Text(), ID: rand.Text(), TTL: time.Minute}
+	}
+	take := func(m driver.Mode) driver.Hold {
+		g, err := d.Acquire(ctx, request(m))
+		if err != nil || g.Hold == nil {
+			t.Fatalf("Acquire(%v) = %+v, %v", m, g, err)
+		}
+		return g.Hold
+	}
+	// cost is what master 0 runs for an IX grant and release, an X
+	// refusal, and an IS grant.
+	cost := func() int64 {
+		d.bg.Wait() // fence claims in the background
+		before := commandsRun(t, clients[0])
+		if err := take(driver.IntentExclusive).Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if g, err := d.Acquire(ctx, request(driver.Exclusive)); err != nil || g.Hold != nil {
+			t.Fatalf("exclusive Acquire beside intention holders = %+v, %v; want refused", g, err)
+		}
+		_ = take(driver.IntentShared).Release(ctx)
+		d.bg.Wait()
+		return commandsRun(t, clients[0]) - before
+	}
+	take(driver.IntentExclusive)
+	cost() // each script's first run sends it (EVAL)
+	one := cost()
+	for range 999 {
+		take(driver.IntentExclusive)
+	}
+	if many := cost(); many != one {
+		t.Errorf("beside 1,000 IX holders a master ran %d commands, beside one %d", many, one)
+	}
+}

@@ -1,0 +1,60 @@
+package redsync
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/locker-go/locker"
+)
+
+// Shared grants made at once, whose counting the masters interleave in
+// different orders, each get a fence of their own (no two holders of a
+// key share one), above every fence of the rounds before.
+func TestConcurrentSharedFencesDiffer(t *testing.T) {
+	ls, _, _ := prefixedLockers(t, 6)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var last uint64
+	for round := range 25 {
+		fences := make([]uint64, len(ls))
+		leases := make([]locker.Lease, len(ls))
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i, l := range ls {
+			wg.Go(func() {
+				<-start
+				lease, err := l.Lock(ctx, "k", locker.Shared())
+				if err != nil {
+					t.Errorf("round %d, reader %d: %v", round, i, err)
+					return
+				}
+				leases[i], fences[i] = lease, lease.Fence()
+			})
+		}
+		close(start)
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		seen := map[uint64]int{}
+		for i, f := range fences {
+			if j, dup := seen[f]; dup {
+				t.Errorf("round %d: readers %d and %d hold the key with one fence %d", round, j, i, f)
+			}
+			seen[f] = i
+			if f <= last {
+				t.Errorf("round %d: reader %d's fence %d is not above %d of the round before", round, i, f, last)
+			}
+		}
+		for _, f := range fences {
+			last = max(last, f)
+		}
+		for _, lease := range leases {
+			if err := lease.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

@@ -1,0 +1,177 @@
+package redsync
+
+import goredis "github.com/redis/go-redis/v9"
+
+// The scripts of a granted hold and of a waiting mark. A hold's scripts
+// take KEYS anchor and its mode's holders (unused for Exclusive, whose
+// holder is in the anchor).
+
+// luaHolder reads owner's holder of mode m: its fields hv (holds, fence,
+// creator) and whether it is live.
+const luaHolder = `
+local function holder(H, Z, m, owner)
+  local mo = m .. owner
+  local v = redis.call('HMGET', H, 'h' .. mo, 'f' .. mo, 'a' .. mo, 'x', 'xe', 'L')
+  local live
+  if m == '0' then
+    live = v[4] == owner and alive(v[5]) ~= nil
+  else
+    live = v[1] ~= false and alive(redis.call('ZSCORE', Z, owner)) ~= nil
+  end
+  return v, live
+end
+`
+
+// claimScript: KEYS anchor, holders, counter; ARGV mode, owner, ttl ms,
+// fence, hold id, fresh. Raises the counter to the fence; where the
+// holder has our hold and is live, extends it and records the fence:
+// {1, L, counter}; else {0, 0, counter}. It is the keep-alive, and the
+// second acquire round that makes a fence durable: then (fresh = 1) a
+// fence that another grant of the key may have (the key's L is at or
+// above it, and it is not already ours) is refused, {2, L, counter}, so
+// that two grants that hold the key together (shared ones) never share a
+// fence: each claims its own on a quorum, and two quorums meet.
+var claimScript = goredis.NewScript(luaPrelude + luaHolder + `
+local fence = tonumber(ARGV[4])
+local c = tonumber(redis.call('GET', KEYS[3]) or '0')
+if c < fence then
+  redis.call('SET', KEYS[3], ARGV[4])
+  c = fence
+end
+local H, Z, m, owner = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
+local v, live = holder(H, Z, m, owner)
+if not live or not string.find(v[1] or '', ',' .. ARGV[5] .. ',', 1, true) then
+  return {0, 0, c}
+end
+local L = tonumber(v[6] or '0')
+if ARGV[6] == '1' and L >= fence and tonumber(v[2] or '0') ~= fence then
+  return {2, L, c}
+end
+local ttl = tonumber(ARGV[3])
+if m == '0' then
+  redis.call('HSET', H, 'f' .. m .. owner, ARGV[4], 'L', math.max(L, fence), 'xe', math.max(now + ttl, tonumber(v[5])))
+else
+  redis.call('HSET', H, 'f' .. m .. owner, ARGV[4], 'L', math.max(L, fence))
+  redis.call('ZADD', Z, 'GT', now + ttl, owner)
+  keep(Z, ttl)
+end
+keep(H, ttl)
+return {1, L, c}
+`)
+
+// luaNextWaiter: nextWaiter(H, W, q) is " <stamp> <mode> <call id>" of
+// the first live mark of the key (whose marks of mode m are KEYS[q+m]),
+// the waiter a release admits first, or "" if there is none: released
+// news carries it, so that only the waiters it may admit look again.
+const luaNextWaiter = `
+local function nextWaiter(H, W, q)
+  local w, best = redis.call('HGET', H, 'w') or '', nil
+  for i = 1, #w do
+    local m = tonumber(string.sub(w, i, i))
+    local h = redis.call('ZRANGE', KEYS[q + m], 0, 0, 'WITHSCORES')
+    if h[1] and alive(redis.call('ZSCORE', W, m .. h[1])) then
+      local st = tonumber(h[2])
+      if not best or st < best[1] or (st == best[1] and h[1] < best[3]) then
+        best = {st, m, h[1], h[2]}
+      end
+    end
+  end
+  if not best then
+    return ''
+  end
+  return ' ' .. best[4] .. ' ' .. best[2] .. ' ' .. best[3]
+end
+`
+
+// releaseScript drops holds: KEYS 7 per hold (anchor, holders, marks by
+// expiry, marks by mode); ARGV 4 per hold (mode, owner, hold id, channel,
+// "" for silence). Replies per hold 0 if the holder is not live or lacks
+// the hold, 1 if holds remain, 2 when the holder was deleted: that
+// publishes "<creator id> <fence>[ <next waiter>]" (see news) if no live
+// holder of its mode is left, as only then may a waiter be admitted. It
+// is also the undo of a failed attempt, whose hold id is the attempt's.
+// The last holder of a key without marks deletes it outright.
+var releaseScript = goredis.NewScript(luaNow + `
+-- The fast path: the last hold of a key's only holder, without marks.
+if #KEYS == 7 then
+  local H, Z, m, owner, id = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]
+  local mo = m .. owner
+  local v = redis.call('HMGET', H, 'h' .. mo, 'x', 'xe', 'a' .. mo, 'f' .. mo, 'w', 'z')
+  local live
+  if m == '0' then
+    live = v[2] == owner and tonumber(v[3]) > now
+  else
+    local e = redis.call('ZSCORE', Z, owner)
+    live = e and tonumber(e) > now
+  end
+  -- its own fields, with o and L (and z)
+  local own = 8
+  if m ~= '0' then
+    own = 5
+  end
+  if v[7] then
+    own = own + 1
+  end
+  if live and not v[6] and v[1] == ',' .. id .. ',' and redis.call('HLEN', H) == own then
+    redis.call('DEL', H, Z)
+    if ARGV[4] ~= '' then
+      redis.call('PUBLISH', ARGV[4], (v[4] or '') .. ' ' .. (v[5] or '0'))
+    end
+    return {2}
+  end
+end
+` + luaHelpers + luaHolder + luaNextWaiter + `
+local out = {}
+for i = 0, #KEYS / 7 - 1 do
+  local H, Z, W = KEYS[7 * i + 1], KEYS[7 * i + 2], KEYS[7 * i + 3]
+  local m, owner, id, ch = ARGV[4 * i + 1], ARGV[4 * i + 2], ARGV[4 * i + 3], ARGV[4 * i + 4]
+  local v, live = holder(H, Z, m, owner)
+  local s, e
+  if live then
+    s, e = string.find(v[1], ',' .. id .. ',', 1, true)
+  end
+  if not s then
+    out[i + 1] = 0
+  elseif #v[1] > e - s + 1 then
+    redis.call('HSET', H, 'h' .. m .. owner, string.sub(v[1], 1, s) .. string.sub(v[1], e + 1))
+    out[i + 1] = 1
+  else
+    local freed = true
+    forget(H, m, owner)
+    if m == '0' then
+      redis.call('HDEL', H, 'x', 'xe', 'xa')
+    else
+      redis.call('ZREM', Z, owner)
+      local top = redis.call('ZRANGE', Z, -1, -1, 'WITHSCORES')
+      freed = not alive(top[2])
+      if not top[1] then
+        redis.call('HSET', H, 'z', (string.gsub(redis.call('HGET', H, 'z') or '', m, '')))
+      end
+    end
+    tidy(H, W)
+    if ch ~= '' and freed then
+      redis.call('PUBLISH', ch, (v[3] or '') .. ' ' .. (v[2] or '0') .. nextWaiter(H, W, 7 * i + 4))
+    end
+    out[i + 1] = 2
+  end
+end
+return out
+`)
+
+// unmarkScript drops a call's waiting mark: KEYS anchor, marks by expiry,
+// marks by mode; ARGV mode, call id, channel ("" for silence). Replies
+// {1} if there was one: then, as a waiter behind it may be admitted, it
+// publishes " 0[ <next waiter>]" (a release of nobody's hold).
+var unmarkScript = goredis.NewScript(luaPrelude + luaNextWaiter + `
+local gone = redis.call('ZREM', KEYS[3 + tonumber(ARGV[1])], ARGV[2])
+redis.call('ZREM', KEYS[2], ARGV[1] .. ARGV[2])
+if gone == 1 then
+  if redis.call('HGET', KEYS[1], 'o') == '' then
+    tidy(KEYS[1], KEYS[2])
+  end
+  if ARGV[3] ~= '' then
+    redis.call('PUBLISH', ARGV[3], ' 0' .. nextWaiter(KEYS[1], KEYS[2], 3))
+  end
+end
+return {gone}
+`)
