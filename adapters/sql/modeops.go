@@ -75,7 +75,7 @@ func acquireModal(ctx context.Context, d *sqlDriver, r *driver.Request) (g drive
 			mismatch = err // not retried: commit what gc did, and fail
 			return nil
 		case !v.ok:
-			g = driver.Grant{Retry: time.Duration(v.retry) * time.Millisecond}
+			g = driver.Grant{Retry: msDuration(v.retry)}
 			return t.keepPlace(ctx, r, s, token)
 		}
 		g, err = t.grant(ctx, r, s, v.join)

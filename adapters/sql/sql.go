@@ -58,10 +58,12 @@ type sqlDriver struct {
 	// queued: waiters keep a place in the database's queue, which gives a
 	// free key to the first (Postgres; MySQL, whose waiters also poll).
 	queued bool
-	gate   chan struct{} // if set, held around every statement (see fileState)
-	local  *localQueue   // where waiters poll: this process's waiters in order
-	gates  *gates        // MySQL: wakes waiters here on releases elsewhere
-	stop   func()        // ends the dialect's background work (LISTEN, file refs)
+	// batches: AcquireBatch takes a batch in one transaction (SQLite).
+	batches bool
+	gate    chan struct{} // if set, held around every statement (see fileState)
+	local   *localQueue   // where waiters poll: this process's waiters in order
+	gates   *gates        // MySQL: wakes waiters here on releases elsewhere
+	stop    func()        // ends the dialect's background work (LISTEN, file refs)
 	// The Subtree space's driver: the same database, tables named
 	// "<table>_tree", opened by openTree on first use (nil in itself).
 	treeMu   sync.Mutex

@@ -1,0 +1,93 @@
+package etcd
+
+import (
+	"context"
+	"crypto/rand"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/locker-go/locker/driver"
+)
+
+var _ driver.Batcher = (*etcdDriver)(nil)
+
+// AcquireBatch takes every key of rs or none in one txn where each queue
+// is empty: If every queue is empty, Then put every entry, Else read every
+// queue; should every request be compatible with every entry read, a
+// second txn puts them all, If no entry came meanwhile. It declines
+// (ErrSkip) a re-entry, which joins a holder, and leases without
+// keep-alive, which get an etcd lease each.
+func (d *etcdDriver) AcquireBatch(ctx context.Context, rs []*driver.Request) ([]driver.Grant, error) {
+	if rs[0].Reentrant || !rs[0].KeepAlive {
+		return nil, driver.ErrSkip
+	}
+	start := time.Now()
+	el, err := d.leaseFor(ctx, rs[0].TTL, true)
+	if err != nil {
+		return nil, d.fail(ctx, rs[0].Key, err)
+	}
+	ens := make([]*entry, len(rs))
+	var empty []clientv3.Cmp
+	var puts, gets []clientv3.Op
+	for i, r := range rs {
+		q := d.queue(r.Space, r.Key)
+		ens[i] = &entry{d: d, r: r, name: q + rand.Text(), lease: el}
+		r.State = ens[i] // for Abandon
+		empty = append(empty, clientv3.Compare(clientv3.CreateRevision(q), "=", 0).WithPrefix())
+		puts = append(puts, clientv3.OpPut(ens[i].name, record{Owner: r.Owner, Holds: []string{r.ID}, Mode: r.Mode}.encode(), clientv3.WithLease(el.id)))
+		gets = append(gets, clientv3.OpGet(q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)))
+	}
+	resp, err := ens[0].txn(ctx, empty, puts, gets...)
+	if err != nil {
+		return nil, err
+	}
+	if !resp.Succeeded {
+		var since []clientv3.Cmp
+		for i, r := range rs {
+			if lastIncompatible(kvs(resp, i), r.Mode) != nil {
+				return make([]driver.Grant, len(rs)), nil // refused: the Locker waits key by key
+			}
+			since = append(since, clientv3.Compare(clientv3.CreateRevision(d.queue(r.Space, r.Key)), "<", resp.Header.Revision+1).WithPrefix())
+		}
+		if resp, err = ens[0].txn(ctx, since, puts); err != nil {
+			return nil, err
+		}
+		if !resp.Succeeded {
+			return make([]driver.Grant, len(rs)), nil // an entry came meanwhile: refused
+		}
+	}
+	gs := make([]driver.Grant, len(rs))
+	for i, en := range ens {
+		if gs[i], err = en.take(ctx, resp.Header.Revision, resp.Header.Revision, start); err != nil {
+			return nil, err
+		}
+	}
+	return gs, nil
+}
+
+// ReleaseBatch drops every hold of hs in one txn, where each is its
+// entry's only hold (else, or should an entry have changed, it declines:
+// the Locker releases them one by one).
+func (d *etcdDriver) ReleaseBatch(ctx context.Context, hs []driver.Hold) ([]error, error) {
+	var cmps []clientv3.Cmp
+	var dels []clientv3.Op
+	for _, dh := range hs {
+		h, ok := dh.(*hold)
+		if !ok || h.lease.dedicated || h.unsure {
+			return nil, driver.ErrSkip
+		}
+		mine := record{Owner: h.r.Owner, Holds: []string{h.r.ID}, Mode: h.r.Mode}.encode()
+		cmps = append(cmps, clientv3.Compare(clientv3.Value(h.name), "=", mine),
+			clientv3.Compare(clientv3.CreateRevision(h.name), "=", h.created))
+		dels = append(dels, clientv3.OpDelete(h.name))
+	}
+	resp, err := d.txn(ctx, hs[0].(*hold).r.Key, cmps, dels)
+	switch {
+	case err != nil:
+		return nil, err
+	case !resp.Succeeded:
+		return nil, driver.ErrSkip
+	}
+	return make([]error, len(hs)), nil
+}
