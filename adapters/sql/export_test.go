@@ -22,7 +22,7 @@ func Open(ctx context.Context, raw string) (locker.Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := openIn(ctx, u, new(shared[string, *gorm.DB])) // a pool of its own: see Crash
+	d, err := openIn(ctx, u, new(perProcess[string, *gorm.DB])) // a pool of its own: see Crash
 	if err != nil {
 		return nil, err
 	}

@@ -106,7 +106,7 @@ func mySetup(ctx context.Context, d *sqlDriver, m *myStatements) error {
 
 // waiters are what this process's MySQL Lockers on one pool and table
 // share: the wake-up hub, the order of their waiters, and the gates.
-var waiters shared[listenerKey, localWaiters]
+var waiters perProcess[listenerKey, localWaiters]
 
 type localWaiters struct {
 	hub   *wait.Hub

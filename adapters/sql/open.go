@@ -36,7 +36,7 @@ func init() {
 func openDriver(ctx context.Context, u *url.URL) (*sqlDriver, error) { return openIn(ctx, u, &pools) }
 
 // openIn is openDriver sharing handles in pools (tests: a fresh one).
-func openIn(ctx context.Context, u *url.URL, pools *shared[string, *gorm.DB]) (*sqlDriver, error) {
+func openIn(ctx context.Context, u *url.URL, pools *perProcess[string, *gorm.DB]) (*sqlDriver, error) {
 	dialector, dsn, opts, err := dialector(u)
 	if err != nil {
 		return nil, err
@@ -58,7 +58,7 @@ func openIn(ctx context.Context, u *url.URL, pools *shared[string, *gorm.DB]) (*
 // instead of keeping an idle connection each and running the server out of
 // them. A waiter holds no connection while it waits, so sharing costs it
 // nothing.
-var pools shared[string, *gorm.DB]
+var pools perProcess[string, *gorm.DB]
 
 // openDB opens what dialector names.
 func openDB(ctx context.Context, u *url.URL, dialector gorm.Dialector) (*gorm.DB, error) {

@@ -154,7 +154,7 @@ func pgSetup(ctx context.Context, d *sqlDriver) error {
 
 // listeners are the LISTEN connections of this process, one per pool and
 // table: 400 Lockers on one URL (one pool, see pools) listen on one.
-var listeners shared[listenerKey, *listener]
+var listeners perProcess[listenerKey, *listener]
 
 type listenerKey struct {
 	db    *dbsql.DB

@@ -129,7 +129,7 @@ type fileState struct {
 }
 
 // files are the fileStates of this process, by file and table.
-var files shared[string, *fileState]
+var files perProcess[string, *fileState]
 
 // localChannel is the hub's backend for in-process notification: nothing
 // to subscribe to, since releases in this process call Notify directly.

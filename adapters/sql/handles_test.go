@@ -10,8 +10,8 @@ import (
 	"github.com/locker-go/locker"
 )
 
-func TestSharedOpensOnceAndClosesAfterTheLast(t *testing.T) {
-	var s shared[string, int]
+func TestPerProcessOpensOnceAndClosesAfterTheLast(t *testing.T) {
+	var s perProcess[string, int]
 	opened, shut := 0, 0
 	open := func() (int, error) { opened++; return 42, nil }
 	close := func(int) { shut++ }
@@ -36,8 +36,8 @@ func TestSharedOpensOnceAndClosesAfterTheLast(t *testing.T) {
 	}
 }
 
-func TestSharedFailedOpenIsNotKept(t *testing.T) {
-	var s shared[string, int]
+func TestPerProcessFailedOpenIsNotKept(t *testing.T) {
+	var s perProcess[string, int]
 	boom := errors.New("boom")
 	if _, _, err := s.get(t.Context(), "k", func() (int, error) { return 0, boom }, func(int) {}); !errors.Is(err, boom) {
 		t.Fatalf("err = %v, want boom", err)
@@ -51,8 +51,8 @@ func TestSharedFailedOpenIsNotKept(t *testing.T) {
 
 // Callers that wait behind a failing open try once more themselves
 // rather than report another caller's failure (its cancelled context).
-func TestSharedWaitersRetryAFailedOpen(t *testing.T) {
-	var s shared[string, int]
+func TestPerProcessWaitersRetryAFailedOpen(t *testing.T) {
+	var s perProcess[string, int]
 	started, proceed := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	calls := 0

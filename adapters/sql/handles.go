@@ -5,16 +5,16 @@ import (
 	"sync"
 )
 
-// shared holds what the Lockers of this process share per key: a value
+// perProcess holds what the Lockers of this process share per key: a value
 // made by the first Locker that asks for it and closed after the last lets
 // it go. 400 Lockers opened on one URL then cost one connection pool and
 // one LISTEN connection, not 400 of each (a server allows a few hundred).
-type shared[K comparable, V any] struct {
+type perProcess[K comparable, V any] struct {
 	mu sync.Mutex
-	m  map[K]*sharedEntry[V]
+	m  map[K]*perProcessEntry[V]
 }
 
-type sharedEntry[V any] struct {
+type perProcessEntry[V any] struct {
 	ready chan struct{} // closed once v or err is set
 	v     V
 	err   error
@@ -26,16 +26,16 @@ type sharedEntry[V any] struct {
 // A caller that found another's open under way waits for it; should that
 // fail, the caller tries once more, so that a failure it reports is not
 // merely another caller's cancelled context.
-func (s *shared[K, V]) get(ctx context.Context, key K, open func() (V, error), shut func(V)) (V, func(), error) {
+func (s *perProcess[K, V]) get(ctx context.Context, key K, open func() (V, error), shut func(V)) (V, func(), error) {
 	var zero V
 	for tried := false; ; {
 		s.mu.Lock()
 		if s.m == nil {
-			s.m = map[K]*sharedEntry[V]{}
+			s.m = map[K]*perProcessEntry[V]{}
 		}
 		e := s.m[key]
 		if e == nil {
-			e = &sharedEntry[V]{ready: make(chan struct{})}
+			e = &perProcessEntry[V]{ready: make(chan struct{})}
 			s.m[key] = e
 			s.mu.Unlock()
 			e.v, e.err = open()
@@ -75,7 +75,7 @@ func (s *shared[K, V]) get(ctx context.Context, key K, open func() (V, error), s
 }
 
 // release returns the func that lets e go, once.
-func (s *shared[K, V]) release(key K, e *sharedEntry[V], shut func(V)) func() {
+func (s *perProcess[K, V]) release(key K, e *perProcessEntry[V], shut func(V)) func() {
 	return sync.OnceFunc(func() {
 		s.mu.Lock()
 		last := e.refs == 1
