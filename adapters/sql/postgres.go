@@ -5,6 +5,7 @@ import (
 	dbsql "database/sql"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -41,7 +42,7 @@ func pgDialect(table string) *dialect {
 			list:          fill(pgInfo + byPrefix),
 		},
 		migrate: func(ctx context.Context, tx *dbsql.Tx) error {
-			_, err := tx.ExecContext(ctx, fill(pgSchema))
+			_, err := tx.ExecContext(ctx, pgAddColumns(fill(pgSchema)))
 			return err
 		},
 		classify:    pgClassify,
@@ -180,6 +181,22 @@ func pgxConfig(ctx context.Context, d *sqlDriver) (*pgx.ConnConfig, error) {
 	return cfg, err
 }
 
+// pgAddColumn is "{addcol:TABLE:COLUMN:TYPE}" in pgSchema: a column
+// added to a table made by an earlier version. Only if it is missing: ALTER
+// TABLE takes an ACCESS EXCLUSIVE lock even when IF NOT EXISTS finds the
+// column, and a Locker opening while others lock would then deadlock with
+// them (it holds the lock table, and waits for the queue they read).
+var pgAddColumn = regexp.MustCompile(`\{addcol:([a-z0-9_]+):([a-z_]+):([^}]*)\}`)
+
+func pgAddColumns(schema string) string {
+	return pgAddColumn.ReplaceAllString(schema, `DO $$$$ BEGIN
+	IF NOT EXISTS (SELECT 1 FROM information_schema.columns
+		WHERE table_schema = current_schema() AND table_name = '$1' AND column_name = '$2') THEN
+		ALTER TABLE "$1" ADD COLUMN $2 $3;
+	END IF;
+END $$$$;`)
+}
+
 // pgSchema takes turns with other sessions first: CREATE … IF NOT EXISTS
 // still fails when two sessions race to create the same table. The ids
 // column is added to tables made before hold ids existed (their rows then
@@ -193,7 +210,7 @@ CREATE TABLE IF NOT EXISTS {t} (
 	ids text NOT NULL DEFAULT ' ',
 	expires_at timestamptz NOT NULL
 );
-ALTER TABLE {t} ADD COLUMN IF NOT EXISTS ids text NOT NULL DEFAULT ' ';
+{addcol:{tn}:ids:text NOT NULL DEFAULT ' '}
 CREATE SEQUENCE IF NOT EXISTS "{tn}_fence";
 CREATE TABLE IF NOT EXISTS {q} (
 	"key" text COLLATE "C" NOT NULL,
@@ -202,7 +219,7 @@ CREATE TABLE IF NOT EXISTS {q} (
 	expires_at timestamptz NOT NULL,
 	PRIMARY KEY ("key", token)
 );
-ALTER TABLE {q} ADD COLUMN IF NOT EXISTS mode smallint NOT NULL DEFAULT 0;
+{addcol:{tn}_queue:mode:smallint NOT NULL DEFAULT 0}
 CREATE TABLE IF NOT EXISTS {h} (
 	"key" text COLLATE "C" NOT NULL,
 	owner text NOT NULL,
