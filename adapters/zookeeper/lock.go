@@ -36,6 +36,9 @@ type node struct {
 	fence              uint64          // its czxid
 	session            int64           // the ephemeral owner: our session when created
 	watch              <-chan zk.Event // exists-watch on the node itself
+	// changed: the queue changed between our create and its first listing
+	// (a holder may have come and gone unseen: see refence).
+	changed bool
 }
 
 // Acquire enters r's key's queue: a Lock returns once our node is first
@@ -94,7 +97,7 @@ func (z *zkDriver) queue(ctx context.Context, s *session, r *driver.Request) (dr
 		wait = z.waitModal
 	}
 	waited, err := wait(ctx, s, n, children, !r.Wait)
-	if err == nil && waited && r.Space == driver.Subtree {
+	if err == nil && (waited || n.changed) && r.Space == driver.Subtree {
 		err = z.refence(ctx, s, n)
 	}
 	switch {
@@ -120,13 +123,14 @@ func (z *zkDriver) enqueue(ctx context.Context, s *session, parent, owner string
 	var (
 		children []string
 		stat     *zk.Stat
+		list     *zk.Stat
 		watch    <-chan zk.Event
 	)
 	exists, err := ask(ctx, s, func() (exists bool, err error) {
 		var werr error
 		var wg sync.WaitGroup
 		wg.Go(func() { exists, stat, watch, werr = s.conn.ExistsW(path) })
-		children, _, err = s.conn.Children(parent)
+		children, list, err = s.conn.Children(parent)
 		wg.Wait()
 		return exists, errors.Join(err, werr)
 	})
@@ -137,7 +141,8 @@ func (z *zkDriver) enqueue(ctx context.Context, s *session, parent, owner string
 	if !exists {
 		return nil, nil, errGone
 	}
-	n := &node{parent: parent, name: path[len(parent)+1:], path: path, fence: uint64(stat.Czxid), session: stat.EphemeralOwner, watch: watch}
+	n := &node{parent: parent, name: path[len(parent)+1:], path: path, fence: uint64(stat.Czxid), session: stat.EphemeralOwner, watch: watch,
+		changed: list.Pzxid > stat.Czxid}
 	return n, children, nil
 }
 

@@ -106,9 +106,11 @@ func (z *zkDriver) waitModal(ctx context.Context, s *session, n *node, children 
 // refence gives a subtree node granted after a wait a fence drawn now:
 // the zxid of a write to it. Its czxid may be below the fence of a lock
 // granted below it meanwhile (a subtree lock's path is taken after its
-// ancestors, one of which may have queued behind this node); nowhere
-// else, since the nodes of a key that exclude each other hold in
-// sequence order.
+// ancestors, one of which may have queued behind this node), or of one
+// refenced so on its key between its create and its first listing (the
+// two are not one read, as in etcd's txn: a node granted at once after
+// its queue changed is refenced too); nowhere else, since the nodes of a
+// key that exclude each other hold in sequence order.
 func (z *zkDriver) refence(ctx context.Context, s *session, n *node) error {
 	st, err := call(ctx, func() (*zk.Stat, error) {
 		data, st, err := s.conn.Get(n.path)
