@@ -61,7 +61,6 @@ func myDialect(table string) *dialect {
 		expireOnce: func(ctx context.Context, h *hold) (bool, error) {
 			return affected(h.d.db.ExecContext(ctx, m.expire, h.key, h.owner, h.fence))
 		},
-		forceOnce: m.forceOnce,
 	}
 }
 
@@ -111,9 +110,7 @@ func newMyStatements(fill func(string) string) *myStatements {
 		dec:     fill("UPDATE {t} SET holds = holds - 1, ids = REPLACE(ids, ?, ' ')" + match + " AND INSTR(ids, ?) > 0 AND ids <> ?"),
 		has:     fill("SELECT 1 FROM {t}" + match + " AND INSTR(ids, ?) > 0"),
 		refresh: fill("UPDATE {t} SET expires_at = GREATEST(expires_at, {now} + ?)" + match + " AND INSTR(ids, ?) > 0"),
-		live:    fill("SELECT fence, expires_at > {now} FROM {t} WHERE `key` = ?"),
 		expire:  fill("DELETE FROM {t} WHERE `key` = ? AND owner = ? AND fence = ? AND expires_at <= {now}"),
-		force:   fill("DELETE FROM {t} WHERE `key` = ? AND fence = ?"),
 	}
 	// in one round trip where it can be; one in 16 also clears lapsed places
 	m.wait, m.waitGC = m.place+";\n"+m.state, m.place+";\n"+m.gc+";\n"+m.state
@@ -177,7 +174,7 @@ func myModeColumn(ctx context.Context, tx *dbsql.Tx, table string, fill func(str
 // hold id is spaced (" id ") as in ids, which lists a row's hold ids.
 type myStatements struct {
 	insert, insertQueued, draw, fence, batch, batchQueued, place, gc, dequeue, first, state, wait, waitGC string
-	reenter, lapse, drop, dec, has, refresh, live, expire, force                                          string
+	reenter, lapse, drop, dec, has, refresh, expire                                                       string
 	multi                                                                                                 bool // the connections take batch
 }
 
@@ -350,16 +347,6 @@ func (m *myStatements) refreshOnce(ctx context.Context, h *hold) (bool, error) {
 	}
 	err = row(h.d.db.QueryRowContext(ctx, m.has, h.key, h.owner, h.fence, h.fence, id), &ok)
 	return ok, err
-}
-
-// forceOnce deletes key's row, reporting whether it was live.
-func (m *myStatements) forceOnce(ctx context.Context, d *sqlDriver, key string) (held bool, err error) {
-	var fence uint64
-	if err := row(d.db.QueryRowContext(ctx, m.live, key), &fence, &held); err != nil || fence == 0 {
-		return false, err
-	}
-	_, err = d.db.ExecContext(ctx, m.force, key, fence)
-	return held, err
 }
 
 func isDuplicate(err error) bool {

@@ -37,7 +37,6 @@ func pgDialect(table string) *dialect {
 			refresh:       fill(refresh),
 			release:       fill(pgRelease),
 			expire:        fill(pgExpire),
-			force:         fill(pgForce),
 			status:        fill(pgInfo + byKey),
 			list:          fill(pgInfo + byPrefix),
 		},
@@ -106,9 +105,6 @@ SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM u), (SELECT count(*) FROM
 	pgExpire = `WITH d AS (DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND fence = $3 AND expires_at <= {now} RETURNING "key"),
 {next}
 SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM n)`
-	pgForce = `WITH d AS (DELETE FROM {t} WHERE "key" = $1 RETURNING "key", expires_at > {now} AS live),
-{next}
-SELECT coalesce((SELECT bool_or(live) FROM d), false), (SELECT count(*) FROM n)`
 	pgInfo = `SELECT "key", owner, fence, holds, (extract(epoch FROM expires_at) * 1000)::bigint FROM {t} WHERE expires_at > {now}`
 )
 

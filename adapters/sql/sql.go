@@ -30,11 +30,10 @@ type dialect struct {
 	// runRelease, where the database runs q as it is.
 	acquireOnce func(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error)
 	releaseOnce func(ctx context.Context, h *hold) (ok, freed bool, err error)
-	// refreshOnce, expireOnce and forceOnce likewise: runRefresh,
-	// runExpire and runForce unless set.
+	// refreshOnce and expireOnce likewise: runRefresh and runExpire
+	// unless set.
 	refreshOnce func(ctx context.Context, h *hold) (ok bool, err error)
 	expireOnce  func(ctx context.Context, h *hold) (deleted bool, err error)
-	forceOnce   func(ctx context.Context, d *sqlDriver, key string) (held bool, err error)
 	// placeOnce keeps a waiter's place in the queue without claiming the
 	// key, where the database queues waiters that also poll (MySQL): a
 	// waiter behind another of this process's does no more.
@@ -120,7 +119,7 @@ func build(ctx context.Context, gdb *gorm.DB, closeDB func(), cfg config) (*sqlD
 	}
 	d := &sqlDriver{dialect: gormDialects[name](cfg.table), db: db, closeDB: closeDB, cfg: cfg, stop: func() {}}
 	if d.refreshOnce == nil {
-		d.refreshOnce, d.expireOnce, d.forceOnce = runRefresh, runExpire, runForce
+		d.refreshOnce, d.expireOnce = runRefresh, runExpire
 	}
 	if err = d.setup(ctx, d); err == nil {
 		err = d.retry(ctx, d.migrateTx, nil)

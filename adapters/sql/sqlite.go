@@ -41,7 +41,6 @@ SELECT $1, $2, $3, coalesce(max(seq), 0) + 1, {now} + $4 FROM {q} WHERE "key" = 
 			release: fill(`UPDATE {t} SET holds = holds - 1, ids = replace(ids, {id}, ' ')
 WHERE "key" = $1 AND owner = $2 AND ($3 = 0 OR fence = $3) AND instr(ids, {id}) > 0 RETURNING holds <= 0, holds > 0, 0, 0`),
 			expire: fill(`DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND fence = $3 AND expires_at <= {now} RETURNING 1, 0`),
-			force:  fill(`DELETE FROM {t} WHERE "key" = $1 RETURNING expires_at > {now}, 0`),
 			status: fill(sqliteInfo + byKey),
 			list:   fill(sqliteInfo + byPrefix),
 		},

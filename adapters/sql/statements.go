@@ -35,8 +35,8 @@ type queries struct {
 	// is still there) from a hold that is not.
 	release string
 	// expire ($1 key, $2 owner, $3 fence) deletes the row if it has expired:
-	// (deleted, notified). force ($1 key) deletes it: (it was live, notified).
-	expire, force string
+	// (deleted, notified).
+	expire string
 	// status ($1 key) and list ($1 key prefix) select key, owner, fence,
 	// holds, expiry in Unix ms of the live rows.
 	status, list string
@@ -123,13 +123,6 @@ func runExpire(ctx context.Context, h *hold) (deleted bool, err error) {
 	var n, notified int
 	err = row(h.d.db.QueryRowContext(ctx, h.d.q.expire, h.key, h.owner, int64(h.fence)), &n, &notified)
 	return n > 0, err
-}
-
-// runForce is one attempt of q.force.
-func runForce(ctx context.Context, d *sqlDriver, key string) (held bool, err error) {
-	var notified int
-	err = row(d.db.QueryRowContext(ctx, d.q.force, key), &held, &notified)
-	return held, err
 }
 
 // row runs q (retrying transient errors) and scans its row into dest,
