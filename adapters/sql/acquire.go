@@ -145,8 +145,9 @@ func (d *sqlDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan st
 	return wake, func() {
 		stop()
 		// The next waiter here is first now: it polls, unless the key is
-		// this call's (its release here will wake the next).
-		if d.local.leave(r.Key, r.ID) && !callOf(r).mayHold {
+		// this call's alone (its release here will wake the next). A
+		// shared grant admits the next too, if compatible: wake it.
+		if d.local.leave(r.Key, r.ID) && (!callOf(r).mayHold || r.Mode != driver.Exclusive) {
 			d.notify(r.Key)
 		}
 		if d.local.first(r.Key) == "" {

@@ -62,7 +62,10 @@ func (d *sqlDriver) txOnce(ctx context.Context, key string, fn func(ctx context.
 // acquireModal is one attempt of a modal request: granted, refused (its
 // place kept if it queues), or ErrModeMismatch, changing nothing.
 func acquireModal(ctx context.Context, d *sqlDriver, r *driver.Request) (g driver.Grant, err error) {
-	var mismatch error
+	var (
+		mismatch error
+		seq      int64 // the call's place, in the queue's order
+	)
 	token := modalToken(r)
 	start := time.Now()
 	err = d.txOnce(ctx, r.Key, func(ctx context.Context, t txn, s *modeState) error {
@@ -76,6 +79,7 @@ func acquireModal(ctx context.Context, d *sqlDriver, r *driver.Request) (g drive
 			return nil
 		case !v.ok:
 			g = driver.Grant{Retry: msDuration(v.retry)}
+			seq = s.seqOf(token)
 			return t.keepPlace(ctx, r, s, token)
 		}
 		g, err = t.grant(ctx, r, s, v.join)
@@ -87,6 +91,9 @@ func acquireModal(ctx context.Context, d *sqlDriver, r *driver.Request) (g drive
 	if err == nil && g.Hold == nil && token != "" {
 		c := callOf(r)
 		c.placed, c.modalPlace = start, true
+		if d.poll && d.local.place(r.Key, r.ID, uint64(seq)) != "" {
+			d.local.wake(d.hub, r.Key) // the new first here polls
+		}
 	}
 	return g, err
 }

@@ -150,6 +150,21 @@ func (s *modeState) placeOf(token string) *place {
 	return nil
 }
 
+// seqOf is token's place in the queue's order: its seq, or for a place
+// yet to be taken, one past the last (the queue is serialized by key and
+// its seqs increase, so this orders it among the places as its own seq
+// will, which is all localQueue needs).
+func (s *modeState) seqOf(token string) int64 {
+	if p := s.placeOf(token); p != nil {
+		return p.seq
+	}
+	var last int64
+	for _, p := range s.queue {
+		last = max(last, p.seq)
+	}
+	return last + 1
+}
+
 // admit sets s.wake to the first live waiter if the live holders now admit
 // it: each admitted waiter, once granted, admits the next in turn.
 func (s *modeState) admit(except string) {

@@ -10,6 +10,11 @@ import (
 // holders at once, no fence going back, and waiters go on once the
 // ensemble has a new leader.
 func TestLeaderKilledUnderContention(t *testing.T) {
+	if testenv.Race {
+		// Clients reconnecting after the kill meet go-zookeeper's
+		// reconnect race (see the test below): a full run failed on it.
+		t.Skip("runs without -race (go-zookeeper's reconnect race, upstream): scripts/test runs it in its non-race step")
+	}
 	testenv.URL(t, "LOCKER_TEST_ZK") // -short skips; the ensemble is our own
 	e := testenv.StartZKEnsemble(t)
 	testenv.KillUnderContention(t, e.URL("/locker"), func() { e.Kill(e.Leader()) })
