@@ -239,6 +239,15 @@ func (h *hold) Expire(ctx context.Context) {
 	}
 }
 
+// place records r's place in the database's queue (seq, in the queue's
+// order) in this process's queue, waking the waiter that is first there
+// now: it is the one to poll.
+func (d *sqlDriver) place(r *driver.Request, seq uint64) {
+	if first := d.local.place(r.Key, r.ID, seq); first != "" {
+		d.hub.Notify(first)
+	}
+}
+
 // notify wakes this process's first waiter for key, where waiters poll
 // (Postgres LISTEN: in SQL).
 func (d *sqlDriver) notify(key string) {

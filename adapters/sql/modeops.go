@@ -91,8 +91,8 @@ func acquireModal(ctx context.Context, d *sqlDriver, r *driver.Request) (g drive
 	if err == nil && g.Hold == nil && token != "" {
 		c := callOf(r)
 		c.placed, c.modalPlace = start, true
-		if d.poll && d.local.place(r.Key, r.ID, uint64(seq)) != "" {
-			d.local.wake(d.hub, r.Key) // the new first here polls
+		if d.poll {
+			d.place(r, uint64(seq))
 		}
 	}
 	return g, err

@@ -32,9 +32,7 @@ func (m *myStatements) read(ctx context.Context, d *sqlDriver, r *driver.Request
 		return s, err
 	}
 	callOf(r).placed = start
-	if first := d.local.place(r.Key, r.ID, s.seq); first != "" {
-		d.hub.Notify(first) // the new first here polls
-	}
+	d.place(r, s.seq)
 	return s, nil
 }
 
