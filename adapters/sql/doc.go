@@ -64,7 +64,12 @@
 // in one transaction that first serializes the key with every other change
 // to it (Postgres: the acquire statement's advisory lock; MySQL: the key's
 // row; SQLite: the database's write lock), and draws its fence from the
-// same counter as the Exclusive statements.
+// same counter as the Exclusive statements. On Postgres and MySQL the
+// commonest of them (a new holder that the holders and waiters before it
+// admit, and a release) are one call of a routine the schema adds,
+// locker_locks_grant_v3 and locker_locks_release_v3 (PL/pgSQL functions;
+// MySQL procedures, which need CREATE ROUTINE once and EXECUTE: without
+// them, the transaction serves every call, as correct and slower).
 //
 // # Guarantees
 //

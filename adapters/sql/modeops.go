@@ -3,6 +3,7 @@ package sql
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/locker-go/locker"
@@ -45,15 +46,15 @@ func (d *sqlDriver) txOnce(ctx context.Context, key string, fn func(ctx context.
 	if err := fn(ctx, t, s); err != nil {
 		return err
 	}
-	if s.wake != "" && d.mq.notify.q != "" {
-		if err := d.mq.notify.exec(ctx, tx, s.wake); err != nil {
+	if len(s.wake) > 0 && d.mq.notify.q != "" {
+		if err := d.mq.notify.exec(ctx, tx, strings.Join(s.wake, " ")); err != nil {
 			return err
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	if s.wake != "" {
+	if len(s.wake) > 0 {
 		d.notify(key)
 	}
 	return nil
@@ -66,6 +67,9 @@ func acquireModal(ctx context.Context, d *sqlDriver, r *driver.Request) (g drive
 		mismatch error
 		seq      int64 // the call's place, in the queue's order
 	)
+	if g, ok, err := grantFast(ctx, d, r); ok || err != nil {
+		return g, err
+	}
 	token := modalToken(r)
 	start := time.Now()
 	err = d.txOnce(ctx, r.Key, func(ctx context.Context, t txn, s *modeState) error {
@@ -251,6 +255,9 @@ func (s *modeState) find(h *hold) *holder {
 // releaseModal is one attempt of a modal hold's release: ok if the hold
 // was there, freed if no holder is left.
 func releaseModal(ctx context.Context, h *hold) (ok, freed bool, err error) {
+	if ok, freed, err = releaseFast(ctx, h); ok || err != nil {
+		return ok, freed, err
+	}
 	err = h.d.txOnce(ctx, h.key, func(ctx context.Context, t txn, s *modeState) error {
 		x := s.find(h)
 		if x == nil {

@@ -41,7 +41,7 @@ type modeState struct {
 	header  *holder  // the lock row, if any
 	holders []holder // the holders table's rows, lapsed ones included
 	queue   []place  // by seq, lapsed ones included
-	wake    string   // the waiter to wake at commit ("" none)
+	wake    []string // the waiters to wake at commit
 }
 
 // txn is one modal transaction: its connection's view of d.
@@ -165,9 +165,11 @@ func (s *modeState) seqOf(token string) int64 {
 	return last + 1
 }
 
-// admit sets s.wake to the first live waiter if the live holders now admit
-// it: each admitted waiter, once granted, admits the next in turn.
+// admit sets s.wake to the live waiters, from the first, that the live
+// holders and the waiters before them admit: the readers behind a writer
+// that lets go all go at once, not each woken by the one before.
 func (s *modeState) admit(except string) {
+	s.wake = s.wake[:0]
 	live := s.live()
 	for _, p := range s.queue {
 		if p.left <= 0 || p.token == except {
@@ -178,8 +180,8 @@ func (s *modeState) admit(except string) {
 				return
 			}
 		}
-		s.wake = p.token
-		return
+		s.wake = append(s.wake, p.token)
+		live = append(live, &holder{mode: p.mode})
 	}
 }
 

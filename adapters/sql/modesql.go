@@ -24,7 +24,7 @@ type modeQueries struct {
 	state   stmt // $1 key: (kind 0 header, 1 holder, 2 waiter; owner or token; mode; fence; holds; ids; ms left; seq)
 	draw    stmt // a new fence (MySQL: drawn by drawSet first)
 	drawSet stmt
-	notify  stmt // Postgres: wake waiter $1 at commit
+	notify  stmt // Postgres: wake the waiters $1 (tokens, space-separated) at commit
 
 	addHeader, setHeader, dropHeader  stmt
 	addHolder, setHolder, dropHolder  stmt
@@ -32,6 +32,13 @@ type modeQueries struct {
 	enqueue, touch, dequeue, gcQueue  stmt
 	infoShared, infoSharedByKey, byKP stmt // the live Shared holders: all, of $1, of keys beginning with $1
 	ownerMode                         stmt // $1 key, $2 owner: the mode of its live holder in the holders table
+
+	// The fast lane (modefast.go), where the dialect has one: grantFast
+	// ($1 key, $2 owner, $3 id, $4 mode, $5 compatible modes, $6 ttl ms,
+	// $7 the call's place or "") returns the new fence, releaseFast ($1 key, $2 owner, $3 mode,
+	// $4 fence, $5 id) 1, or 2 if the key is free, or 3 if waiters may go
+	// (MySQL; Postgres wakes them itself); NULL: declined.
+	grantFast, releaseFast stmt
 }
 
 // newModeQueries fills in the modal statements with fill, and with the

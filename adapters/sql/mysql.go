@@ -24,15 +24,17 @@ import (
 func myDialect(table string) *dialect {
 	fill := filler(table, "{t}", "`{tn}`", "{q}", "`{tn}_queue`", "{now}", myNow, "{ms}", "", "{max}", "GREATEST",
 		"{k}", "`key`", "{h}", "`{tn}_hold`", "{left}", "(expires_at - {now})", "{abs}", "expires_at",
-		"{prefix}", "LEFT(`key`, LENGTH($1)) = $1")
+		"{prefix}", "LEFT(`key`, LENGTH($1)) = $1", "{admits}", admitsSQL("w.mode"))
 	m := newMyStatements(fill)
+	// The lock is the key's row, inserted (expired) if missing: every
+	// Exclusive statement on the key waits for it until commit.
+	mq := newModeQueries(fill, true,
+		"INSERT INTO {t} (`key`, owner, fence, holds, ids, expires_at) VALUES ($1, '', 0, 1, ' ', 0) ON DUPLICATE KEY UPDATE `key` = `key`",
+		"SELECT LAST_INSERT_ID()", "UPDATE `{tn}_fence` SET v = LAST_INSERT_ID(v + 1) WHERE id = 1", "",
+		"INSERT INTO {q} (`key`, token, mode, expires_at) VALUES ($1, $2, $3, {now} + $4)")
+	mq.grantFast, mq.releaseFast = stmt{q: fill(myGrantFast)}, stmt{q: fill(myReleaseFast)}
 	return &dialect{
-		// The lock is the key's row, inserted (expired) if missing: every
-		// Exclusive statement on the key waits for it until commit.
-		mq: newModeQueries(fill, true,
-			"INSERT INTO {t} (`key`, owner, fence, holds, ids, expires_at) VALUES ($1, '', 0, 1, ' ', 0) ON DUPLICATE KEY UPDATE `key` = `key`",
-			"SELECT LAST_INSERT_ID()", "UPDATE `{tn}_fence` SET v = LAST_INSERT_ID(v + 1) WHERE id = 1", "",
-			"INSERT INTO {q} (`key`, token, mode, expires_at) VALUES ($1, $2, $3, {now} + $4)"),
+		mq:        mq,
 		txOptions: &dbsql.TxOptions{Isolation: dbsql.LevelReadCommitted},
 		q: queries{
 			leave:  m.dequeue,
@@ -52,10 +54,12 @@ func myDialect(table string) *dialect {
 		classify: myClassify,
 		setup: func(ctx context.Context, d *sqlDriver) error {
 			m.multi = multiStatements(ctx, d.db)
+			myModeProcs(ctx, d, fill)
 			return mySetup(ctx, d, m)
 		},
 		acquireOnce: m.acquire,
 		placeOnce:   m.placeOnce,
+		noLane:      myNoLane,
 		releaseOnce: m.release,
 		refreshOnce: m.refreshOnce,
 		expireOnce: func(ctx context.Context, h *hold) (bool, error) {

@@ -23,12 +23,14 @@ import (
 func pgDialect(table string) *dialect {
 	fill := filler(table, "{q}", `"{tn}_queue"`, "{now}", "clock_timestamp()", "{ms}", "::float8 * interval '1 millisecond'",
 		"{pos}", "strpos", "{int}", "::int", "{max}", "GREATEST", "{id}", `(' ' || $4::text || ' ')`, "{next}", pgNext,
-		"{k}", `"key"`, "{h}", `"{tn}_hold"`, "{left}", `(extract(epoch FROM expires_at - {now}) * 1000)::bigint`,
+		"{admits}", admitsSQL("e.mode"), "{admits:x}", admitsSQL("x.mode"), "{k}", `"key"`, "{h}", `"{tn}_hold"`, "{left}", `(extract(epoch FROM expires_at - {now}) * 1000)::bigint`,
 		"{abs}", `(extract(epoch FROM expires_at) * 1000)::bigint`, "{prefix}", `left("key", char_length($1)) = $1`)
+	mq := newModeQueries(fill, false, `SELECT pg_advisory_xact_lock(hashtext('{tn}'), hashtext($1::text))`,
+		`SELECT nextval('"{tn}_fence"')`, "", `SELECT pg_notify('{tn}', w) FROM unnest(string_to_array($1, ' ')) w`,
+		`INSERT INTO {q} ("key", token, mode, expires_at) VALUES ($1, $2, $3, {now} + $4{ms})`)
+	mq.grantFast, mq.releaseFast = newStmt(fill(pgGrantFast), false), newStmt(fill(pgReleaseFast), false)
 	return &dialect{
-		mq: newModeQueries(fill, false, `SELECT pg_advisory_xact_lock(hashtext('{tn}'), hashtext($1::text))`,
-			`SELECT nextval('"{tn}_fence"')`, "", `SELECT pg_notify('{tn}', $1)`,
-			`INSERT INTO {q} ("key", token, mode, expires_at) VALUES ($1, $2, $3, {now} + $4{ms})`),
+		mq: mq,
 		q: queries{
 			acquire:       fill(pgUpsert + "\nSELECT fence FROM ins"),
 			acquireQueued: fill(pgUpsert + pgQueue),
@@ -41,10 +43,11 @@ func pgDialect(table string) *dialect {
 			list:          fill(pgInfo + byPrefix),
 		},
 		migrate: func(ctx context.Context, tx *dbsql.Tx) error {
-			_, err := tx.ExecContext(ctx, pgAddColumns(fill(pgSchema)))
+			_, err := tx.ExecContext(ctx, pgAddColumns(fill(pgSchema+";"+pgModeFuncs)))
 			return err
 		},
 		classify:    pgClassify,
+		noLane:      pgNoLane,
 		setup:       pgSetup,
 		acquireOnce: runAcquire,
 		releaseOnce: runRelease,
@@ -54,9 +57,13 @@ func pgDialect(table string) *dialect {
 // The Postgres statements (see queries and filler). {q} is the queue
 // table; {tn} also names the advisory lock, fence sequence and NOTIFY channel.
 const (
-	// pgNext wakes the first live waiter once d has freed the key.
-	pgNext = `n AS (SELECT pg_notify('{tn}', w.token) FROM (SELECT token FROM {q}
-	WHERE "key" = $1 AND expires_at > {now} AND EXISTS (SELECT 1 FROM d) ORDER BY seq LIMIT 1) w)`
+	// pgNext wakes the live waiters that may go once d has freed the key:
+	// the first, and those behind it that every waiter before them admits
+	// (readers behind a reader; pgAdmits is driver.Mode.Compatible's table).
+	pgNext = `n AS (SELECT pg_notify('{tn}', w.token) FROM {q} w
+	WHERE w."key" = $1 AND w.expires_at > {now} AND EXISTS (SELECT 1 FROM d)
+		AND NOT EXISTS (SELECT 1 FROM {q} e WHERE e."key" = $1 AND e.expires_at > {now} AND e.seq < w.seq
+			AND ({admits} >> w.mode) & 1 = 0))`
 	// lk serializes the acquirers of one key until commit, so that fences
 	// are drawn in the order acquisitions land (see the package doc). A
 	// live row of the same owner is re-entered whatever the queue; a free
@@ -125,6 +132,13 @@ func pgClassify(err error) (bool, bool) {
 		return false, false
 	}
 	return true, !pgconn.SafeToRetry(err)
+}
+
+// pgNoLane: a lane function missing (42883), or not this user's to run
+// (42501).
+func pgNoLane(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "42883" || pgErr.Code == "42501")
 }
 
 // pgSetup listens through pgx for the table's notifications, on a

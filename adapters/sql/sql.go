@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/gorm"
@@ -38,6 +39,9 @@ type dialect struct {
 	// key, where the database queues waiters that also poll (MySQL): a
 	// waiter behind another of this process's does no more.
 	placeOnce func(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error)
+	// noLane reports an error of the fast lane's that means it is not to
+	// be had (a routine missing, or not this user's to run).
+	noLane func(err error) bool
 }
 
 var gormDialects = map[string]func(table string) *dialect{"postgres": pgDialect, "sqlite": sqliteDialect, "mysql": myDialect}
@@ -63,6 +67,9 @@ type sqlDriver struct {
 	local   *localQueue   // where waiters poll: this process's waiters in order
 	gates   *gates        // MySQL: wakes waiters here on releases elsewhere
 	stop    func()        // ends the dialect's background work (LISTEN, file refs)
+	// laneOff: the fast lane (modefast.go) is not to be had here: its
+	// routines could not be made, or this user may not run them.
+	laneOff atomic.Bool
 	// The Subtree space's driver: the same database, tables named
 	// "<table>_tree", opened by openTree on first use (nil in itself).
 	treeMu   sync.Mutex

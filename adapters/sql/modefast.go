@@ -1,0 +1,87 @@
+package sql
+
+import (
+	"context"
+	dbsql "database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/locker-go/locker/driver"
+)
+
+// The modal path's fast lane: where the database runs code of its own
+// (a PL/pgSQL function, a MySQL procedure), the commonest modal calls are
+// one round trip instead of a transaction of six or seven: a new holder
+// that every live holder and every waiter before it admits (readers behind
+// readers; on Postgres, a waiter from its place), and a release (Postgres
+// wakes the waiters it admits by NOTIFY; MySQL's answer says whether the
+// first waiter may go, and Release wakes this process's first). The function takes the
+// same lock as the modal transaction (modeQueries.lock), so the two
+// interleave safely; it declines (NULL), changing nothing, whatever it
+// does not handle (a re-entry, a lapsed row to collect, a live Exclusive
+// holder, a hold it cannot find live), and the transaction runs as
+// before, as database/sql's driver.ErrSkip does.
+
+// grantFast is one fast grant of r: ok false if the lane declined or
+// there is none.
+func grantFast(ctx context.Context, d *sqlDriver, r *driver.Request) (g driver.Grant, ok bool, err error) {
+	if d.mq.grantFast.q == "" || d.laneOff.Load() || r.Mode == driver.Exclusive || (d.poll && callOf(r).modalPlace) {
+		// Where waiters poll, a waiter granted from its place wakes the
+		// next of its process through the transaction (txOnce).
+		return driver.Grant{}, false, nil
+	}
+	var fence dbsql.NullInt64
+	err = row(d.mq.grantFast.row(ctx, d.db, r.Key, r.Owner, r.ID, int(r.Mode), compatible(r.Mode), r.TTL.Milliseconds(), modalToken(r)), &fence)
+	if err != nil || !fence.Valid {
+		return driver.Grant{}, false, d.offLane(err)
+	}
+	f := uint64(fence.Int64)
+	hd := &hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, fence: f, ttl: r.TTL, mode: r.Mode}
+	return driver.Grant{Hold: hd, Fence: f}, true, nil
+}
+
+// releaseFast is one fast release of h: done false if the lane declined
+// or there is none; freed if it was the key's last holder, or if the first
+// waiter may go now (3, where waiters poll: the lane wakes nobody, Release wakes
+// this process's first, which looks).
+func releaseFast(ctx context.Context, h *hold) (done, freed bool, err error) {
+	if h.d.mq.releaseFast.q == "" || h.d.laneOff.Load() || h.fence == 0 {
+		return false, false, nil // fence 0 (Abandon's): any of the owner's, the transaction's to find
+	}
+	var n dbsql.NullInt64
+	err = row(h.d.mq.releaseFast.row(ctx, h.d.db, h.key, h.owner, int(h.mode), int64(h.fence), h.id), &n)
+	return n.Valid, n.Int64 >= 2, h.d.offLane(err)
+}
+
+// offLane turns the lane off for good if err says it is not to be had
+// here (the call changed nothing: the transaction goes on in its stead).
+func (d *sqlDriver) offLane(err error) error {
+	if err != nil && d.noLane != nil && d.noLane(err) {
+		d.laneOff.Store(true)
+		return nil
+	}
+	return err
+}
+
+// compatible is the set of modes m admits, a bit per mode's value.
+func compatible(m driver.Mode) int {
+	var set int
+	for _, o := range driver.Modes {
+		if m.Compatible(o) {
+			set |= 1 << o
+		}
+	}
+	return set
+}
+
+// admitsSQL is SQL for the set of modes that the mode in column col
+// admits, as compatible gives it.
+func admitsSQL(col string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "(CASE %s", col)
+	for _, m := range driver.Modes {
+		fmt.Fprintf(&b, " WHEN %d THEN %d", m, compatible(m))
+	}
+	b.WriteString(" ELSE 0 END)")
+	return b.String()
+}

@@ -1,0 +1,172 @@
+package sql
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
+	"github.com/locker-go/locker/internal/testenv"
+)
+
+// The fast lane grants and releases what it may in one call, and declines
+// the rest, changing nothing, for the modal transaction to decide.
+func TestFastLane(t *testing.T) {
+	for name, tc := range map[string]struct{ env, queued string }{
+		"Postgres": {"LOCKER_TEST_POSTGRES", `SELECT COUNT(*) FROM locker_locks_queue WHERE "key" = $1`},
+		"MySQL":    {"LOCKER_TEST_MYSQL", "SELECT COUNT(*) FROM locker_locks_queue WHERE `key` = ?"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			l, err := Open(t.Context(), testenv.URL(t, tc.env).String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = l.Close() })
+			testFastLane(t, l, driverOf(l), tc.queued)
+		})
+	}
+}
+
+func testFastLane(t *testing.T, l locker.Locker, d *sqlDriver, queued string) {
+	ctx := t.Context()
+	key := "fast-" + rand.Text()
+	req := func(owner string, m driver.Mode) *driver.Request {
+		return &driver.Request{Key: key, Owner: owner, ID: rand.Text(), Mode: m, TTL: time.Minute}
+	}
+	grant := func(r *driver.Request, want bool) *hold {
+		t.Helper()
+		g, ok, err := grantFast(ctx, d, r)
+		if err != nil || ok != want || (g.Hold != nil) != want {
+			t.Fatalf("%s asks %v: granted %v (%v), want %v", r.Owner, r.Mode, ok, err, want)
+		}
+		h, _ := g.Hold.(*hold)
+		return h
+	}
+	holders := func(want int) {
+		t.Helper()
+		info, err := l.(locker.Admin).Status(ctx, key)
+		if want == 0 && errors.Is(err, locker.ErrNotHeld) {
+			return
+		}
+		if err != nil || len(info.Holders) != want {
+			t.Fatalf("Status: %d holders (%v), want %d", len(info.Holders), err, want)
+		}
+	}
+	a := grant(req("a", driver.Shared), true)
+	b := grant(req("b", driver.Shared), true)
+	if b.fence <= a.fence {
+		t.Fatalf("fences %d then %d: not rising", a.fence, b.fence)
+	}
+	grant(req("a", driver.Shared), false)          // a re-entry: the transaction's
+	grant(req("c", driver.IntentExclusive), false) // not admitted by the readers
+	holders(2)
+
+	// With a writer queued, a new reader waits (the writer is not starved);
+	// the last reader's release lets the writer go, woken at once (well
+	// before its fallback retry, a TTL/3 of 10 s).
+	writer := make(chan error, 1)
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	go func() {
+		lease, err := l.Lock(wctx, key, locker.WithTTL(30*time.Second))
+		if err == nil {
+			err = lease.Unlock(ctx)
+		}
+		writer <- err
+	}()
+	waitFor(t, "the writer queued", func() bool {
+		var n int
+		return d.db.QueryRowContext(ctx, queued, key).Scan(&n) == nil && n == 1
+	})
+	grant(req("d", driver.Shared), false)
+	if done, freed, err := releaseFast(ctx, a); !done || freed || err != nil {
+		t.Fatalf("release with a reader left: done %v freed %v (%v)", done, freed, err)
+	}
+	holders(1)
+	if done, freed, err := releaseFast(ctx, b); !done || !freed || err != nil {
+		t.Fatalf("last release: done %v freed %v (%v)", done, freed, err)
+	}
+	if err := <-writer; err != nil {
+		t.Fatalf("the writer: %v", err)
+	}
+	holders(0)
+
+	// A reader granted from its place leaves it (where waiters do not
+	// poll: there, the transaction's grant wakes the next here).
+	lease, err := l.Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := req("f", driver.Shared)
+	r.Queue = true
+	if g, err := acquireModal(ctx, d, r); err != nil || g.Hold != nil {
+		t.Fatalf("a reader while a writer holds: %v (%v), want a place", g.Hold, err)
+	}
+	if err := lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h := grant(r, !d.poll); h != nil {
+		var n int
+		if err := d.db.QueryRowContext(ctx, queued, key).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("%d places left (%v), want none", n, err)
+		}
+		if done, freed, err := releaseFast(ctx, h); !done || !freed || err != nil {
+			t.Fatalf("release: done %v freed %v (%v)", done, freed, err)
+		}
+	}
+	d.leaveModal(ctx, r)
+
+	// An Exclusive holder keeps the lane out.
+	lease, err = l.Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grant(req("e", driver.Shared), false)
+	if err := lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	grant(req("e", driver.Shared), true)
+}
+
+// A user who may not run the lane's procedures (no EXECUTE, nor CREATE
+// ROUTINE) locks as well: the lane turns itself off, and the transaction
+// decides.
+func TestFastLaneNotThisUsers(t *testing.T) {
+	ctx := t.Context()
+	u := testenv.URL(t, "LOCKER_TEST_MYSQL")
+	u.User = url.UserPassword("locker_nolane", "nolane-pw") // made by scripts/backends
+	l, err := Open(ctx, u.String())
+	if errors.Is(err, locker.ErrUnavailable) && strings.Contains(err.Error(), "Access denied") {
+		t.Skipf("SKIP (loud): no user locker_nolane on %s: scripts/backends up makes it on the project's MariaDB", u.Host)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	key := "nolane-" + rand.Text()
+	a, err := l.Lock(ctx, key, locker.Shared())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.Lock(ctx, key, locker.Shared())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !driverOf(l).laneOff.Load() {
+		t.Fatal("the lane is on for a user who may not run it")
+	}
+	if _, err := l.TryLock(ctx, key); !errors.Is(err, locker.ErrLocked) {
+		t.Fatalf("TryLock beside two readers: %v, want ErrLocked", err)
+	}
+	for _, lease := range []locker.Lease{a, b} {
+		if err := lease.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

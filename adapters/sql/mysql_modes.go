@@ -1,0 +1,100 @@
+package sql
+
+import (
+	"context"
+	"errors"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// The MySQL fast lane of the modal path (modefast.go): two procedures,
+// each one transaction that locks the key's row as the modal transaction
+// does (modeQueries.lock) and answers with one row. Parameters are named
+// p_…: a routine's variables hide columns of the same name. A procedure
+// found is kept (myModeProcs): a changed body needs a new name (_v4).
+const (
+	myGrantFast   = "CALL `{tn}_grant_v3`(?, ?, ?, ?, ?, ?, ?)"
+	myReleaseFast = "CALL `{tn}_release_v3`(?, ?, ?, ?, ?)"
+	myLockRow     = "INSERT INTO {t} (`key`, owner, fence, holds, ids, expires_at) VALUES (p_key, '', 0, 1, ' ', 0) " +
+		"ON DUPLICATE KEY UPDATE `key` = `key`;\n"
+	// myFirstGoes: the key's first live waiter is admitted by every live
+	// holder left (the release's answer 3: Release wakes this process's
+	// first, which looks).
+	myFirstGoes = "SELECT 1 FROM {q} w WHERE w.`key` = p_key AND w.expires_at > n " +
+		"AND NOT EXISTS (SELECT 1 FROM {q} v WHERE v.`key` = p_key AND v.expires_at > n AND v.seq < w.seq) " +
+		"AND NOT EXISTS (SELECT 1 FROM {h} WHERE `key` = p_key AND expires_at > n AND ({admits} >> mode) & 1 = 0)"
+	myProcStart = "BEGIN\n" +
+		"	DECLARE n, e BIGINT;\n" +
+		"	DECLARE f BIGINT UNSIGNED;\n" +
+		"	DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;\n" +
+		"	SET TRANSACTION ISOLATION LEVEL READ COMMITTED;\n" +
+		"	START TRANSACTION;\n	" + myLockRow +
+		"	SET n = {now};\n"
+	myGrantProc = "CREATE PROCEDURE `{tn}_grant_v3`(p_key VARBINARY(512), p_owner VARBINARY(512), p_id VARBINARY(255), " +
+		"p_mode TINYINT, p_compat INT, p_ttl BIGINT, p_token VARBINARY(255))\n" + myProcStart +
+		"	IF EXISTS (SELECT 1 FROM {t} WHERE `key` = p_key AND owner <> '' AND expires_at > n)\n" +
+		"		OR EXISTS (SELECT 1 FROM {h} WHERE `key` = p_key AND (owner = p_owner OR expires_at <= n OR (p_compat >> mode) & 1 = 0))\n" +
+		"		OR EXISTS (SELECT 1 FROM {q} w WHERE w.`key` = p_key AND (w.expires_at <= n OR (w.token <> p_token AND (p_compat >> w.mode) & 1 = 0\n" +
+		"			AND w.seq < COALESCE((SELECT seq FROM {q} WHERE `key` = p_key AND token = p_token), 18446744073709551615)))) THEN\n" +
+		"		ROLLBACK;\n" +
+		"		SELECT NULL;\n" +
+		"	ELSE\n" +
+		"		UPDATE `{tn}_fence` SET v = LAST_INSERT_ID(v + 1) WHERE id = 1;\n" +
+		"		SET f = LAST_INSERT_ID(), e = n + p_ttl;\n" +
+		"		INSERT INTO {h} (`key`, owner, mode, fence, holds, ids, expires_at) VALUES (p_key, p_owner, p_mode, f, 1, CONCAT(' ', p_id, ' '), e);\n" +
+		"		UPDATE {t} SET owner = '', fence = f, holds = 1, ids = ' ', expires_at = GREATEST(expires_at, e) WHERE `key` = p_key;\n" +
+		"		DELETE FROM {q} WHERE `key` = p_key AND token = p_token;\n" +
+		"		COMMIT;\n" +
+		"		SELECT f;\n" +
+		"	END IF;\n" +
+		"END"
+	myReleaseProc = "CREATE PROCEDURE `{tn}_release_v3`(p_key VARBINARY(512), p_owner VARBINARY(512), p_mode TINYINT, " +
+		"p_fence BIGINT UNSIGNED, p_id VARBINARY(255))\n" + myProcStart +
+		"	IF NOT EXISTS (SELECT 1 FROM {t} WHERE `key` = p_key AND owner = '' AND expires_at > n) THEN\n" +
+		"		SET e = 0;\n" +
+		"	ELSE\n" +
+		"		DELETE FROM {h} WHERE `key` = p_key AND owner = p_owner AND mode = p_mode AND fence = p_fence\n" +
+		"			AND ids = CONCAT(' ', p_id, ' ') AND expires_at > n;\n" +
+		"		SET e = ROW_COUNT();\n" +
+		"	END IF;\n" +
+		"	IF e = 0 THEN\n" +
+		"		ROLLBACK;\n" +
+		"		SELECT NULL;\n" +
+		"	ELSE\n" +
+		"		SELECT MAX(expires_at), MAX(fence) INTO e, f FROM {h} WHERE `key` = p_key AND expires_at > n;\n" +
+		"		IF e IS NULL THEN\n" +
+		"			DELETE FROM {t} WHERE `key` = p_key;\n" +
+		"		ELSE\n" +
+		"			UPDATE {t} SET fence = f, expires_at = e WHERE `key` = p_key;\n" +
+		"		END IF;\n" +
+		"		COMMIT;\n" +
+		"		SELECT CASE WHEN e IS NULL THEN 2 WHEN EXISTS (" + myFirstGoes + ") THEN 3 ELSE 1 END;\n" +
+		"	END IF;\n" +
+		"END"
+)
+
+// myModeProcs makes the fast lane's procedures if missing, and turns the
+// lane off where it cannot (no CREATE ROUTINE privilege) or, at the first
+// call, where this user may not run them (myNoLane): the modal
+// transaction is as correct, only slower.
+func myModeProcs(ctx context.Context, d *sqlDriver, fill func(string) string) {
+	for name, proc := range map[string]string{"_grant_v3": myGrantProc, "_release_v3": myReleaseProc} {
+		var n int
+		err := d.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.ROUTINES "+
+			"WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = ?", d.cfg.table+name).Scan(&n)
+		if err == nil && n == 0 {
+			_, err = d.db.ExecContext(ctx, fill(proc))
+		}
+		var my *mysql.MySQLError
+		if err != nil && !(errors.As(err, &my) && my.Number == 1304) { // 1304: made meanwhile by another
+			d.laneOff.Store(true)
+			return
+		}
+	}
+}
+
+// myNoLane: a procedure missing (1305), or not this user's to run (1370).
+func myNoLane(err error) bool {
+	var my *mysql.MySQLError
+	return errors.As(err, &my) && (my.Number == 1305 || my.Number == 1370)
+}
