@@ -66,8 +66,10 @@ var _ driver.Expirer = (*groupHold)(nil)
 
 func newGroupHold(holds []driver.Hold, losts []<-chan struct{}, spawn func(func()), batch driver.Batcher) (*groupHold, <-chan struct{}) {
 	g := &groupHold{holds: holds, batch: batch, spawn: spawn, op: make(slot, 1), lost: make(chan struct{}), done: make(chan struct{}), released: make([]bool, len(holds))}
+	var lost <-chan struct{} // nil where no node has one: Refresh finds a loss, no watcher needed
 	for _, c := range losts {
 		if c != nil {
+			lost = g.lost
 			go func() {
 				select {
 				case <-c:
@@ -77,7 +79,7 @@ func newGroupHold(holds []driver.Hold, losts []<-chan struct{}, spawn func(func(
 			}()
 		}
 	}
-	return g, g.lost
+	return g, lost
 }
 
 // lose ends the lease lost and lets the other nodes go, in the background.
