@@ -201,8 +201,7 @@ local function grant(lock, exp, q, qx, fence, owner, m, id, token, ttl, now, fie
   else
     f = 0
     if m < 2 then
-` + rediskey.ClockFloorKey("fence") + `
-      f = redis.call('INCR', fence)
+` + rediskey.NextFence("f", "fence") + `
     end
     if m == 0 then -- alone: the lock's expiry is its own
       redis.call('HSET', lock, 'h' .. member, string.format('%d:%s', f, id), 'c0', 1)
@@ -217,6 +216,41 @@ local function grant(lock, exp, q, qx, fence, owner, m, id, token, ttl, now, fie
   keep(lock, exp, ttl)
   if token ~= '' then leave(q, qx, token) end
   return f
+end
+-- fresh grants a request on a key nobody holds or waits for, as
+-- acquireScript's fast path does, and returns its fence.
+local function fresh(lock, exp, fence, owner, m, id, ttl, now)
+  local f = 0
+  if m < 2 then
+` + rediskey.NextFence("f", "fence") + `
+  end
+  redis.call('HSET', lock, 'h' .. m .. ':' .. owner, string.format('%d:%s', f, id), 'c' .. m, 1)
+  redis.call('PEXPIRE', lock, ttl)
+  if m ~= 0 then
+    redis.call('ZADD', exp, now + ttl, m .. ':' .. owner)
+    redis.call('PEXPIRE', exp, ttl)
+  end
+  return f
+end
+-- busy says whether any of the keys (KEYS[from], KEYS[from + step], ...)
+-- exists, in one call where they are few enough to unpack.
+local function busy(from, step)
+  local ks = {}
+  for k = from, #KEYS, step do ks[#ks + 1] = KEYS[k] end
+  return #ks > 4000 or redis.call('EXISTS', unpack(ks)) > 0
+end
+-- alone says whether hold id of owner in mode m is the key's only hold
+-- (its count the only one, its record this id alone, not lapsed): then
+-- the keys may go, and nobody is to be woken where nobody waits. An X
+-- hold lapses with the key; an S hold by exp. An intention hold (IS, IX)
+-- is never a lease's own node, whose hold, released in the same call,
+-- answers for the lease: alone, its lapse changes nothing.
+local function alone(lock, exp, owner, m, id, clock)
+  local f = redis.call('HMGET', lock, 'h' .. m .. ':' .. owner, 'c0', 'c1', 'c2', 'c3')
+  if not f[1] or string.match(f[1], '^%d+:(.*)$') ~= id then return false end
+  local n = 0
+  for o = 2, 5 do n = n + tonumber(f[o] or '0') end
+  return n == 1 and (m ~= 1 or tonumber(redis.call('ZSCORE', exp, m .. ':' .. owner) or '0') > clock())
 end
 -- drop removes hold id from owner's holder in mode m; the last one removes
 -- the holder (and the keys, with the last holder) and wakes the waiters it
@@ -253,8 +287,7 @@ if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
   -- A key nobody holds or waits for.
   local f = 0
   if m < 2 then
-` + rediskey.ClockFloor("5") + `
-    f = redis.call('INCR', KEYS[5])
+` + rediskey.NextFence("f", "KEYS[5]") + `
   end
   redis.call('HSET', KEYS[1], 'h' .. m .. ':' .. ARGV[1], string.format('%d:%s', f, ARGV[4]), 'c' .. m, 1)
   redis.call('PEXPIRE', KEYS[1], ttl)
@@ -342,8 +375,8 @@ if redis.call('EXISTS', KEYS[1], KEYS[3]) > 0 then
     redis.call('HDEL', KEYS[4], token)
   end
 end
-` + rediskey.ClockFloor("5") + `
-local fence = redis.call('INCR', KEYS[5])
+local fence
+` + rediskey.NextFence("fence", "KEYS[5]") + `
 redis.call('HSET', KEYS[1], 'h0:' .. o, string.format('%d:%s', fence, ARGV[4]), 'c0', 1)
 redis.call('PEXPIRE', KEYS[1], ttl)
 return {1, fence}
@@ -356,23 +389,27 @@ return {1, fence}
 var batchScript = goredis.NewScript(ids + prelude + `
 local owner, ttl, n = ARGV[1], tonumber(ARGV[2]), (#KEYS - 1) / 4
 local now = now_ms()
-local joins = {}
+-- Keys nobody holds or waits for (all of them, commonly: one EXISTS
+-- tells) are granted fresh; the others by the general rule.
+local joins, any = {}, busy(2, 2)
 for i = 1, n do
   local k = 1 + (i - 1) * 4
   local m = tonumber(ARGV[1 + 2 * i])
-  if redis.call('EXISTS', KEYS[k + 1], KEYS[k + 3]) > 0 then
+  if any and redis.call('EXISTS', KEYS[k + 1], KEYS[k + 3]) > 0 then
     local no, field, rec = try(KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], owner, m, '', ttl, now)
     if no then return {no[1], i, no[2]} end
     joins[i] = {field, rec}
-  else
-    joins[i] = {}
   end
 end
 local fences = {1}
 for i = 1, n do
-  local k = 1 + (i - 1) * 4
-  fences[i + 1] = grant(KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[1], owner,
-    tonumber(ARGV[1 + 2 * i]), ARGV[2 + 2 * i], '', ttl, now, joins[i][1], joins[i][2])
+  local k, m, id = 1 + (i - 1) * 4, tonumber(ARGV[1 + 2 * i]), ARGV[2 + 2 * i]
+  if joins[i] then
+    fences[i + 1] = grant(KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[1], owner,
+      m, id, '', ttl, now, joins[i][1], joins[i][2])
+  else
+    fences[i + 1] = fresh(KEYS[k + 1], KEYS[k + 2], KEYS[1], owner, m, id, ttl, now)
+  end
 end
 return fences
 `)
@@ -428,13 +465,26 @@ return 0
 // channel prefix, then owner, mode and hold id of each. Drops the holds in
 // order (see drop): 1 for each that was there, 0 for each that was not.
 var releaseBatchScript = goredis.NewScript(ids + prelude + `
-local now = now_ms()
-local out = {}
+local now
+local function clock() -- read once, if at all (TIME costs the most)
+  now = now or now_ms()
+  return now
+end
+-- Where nobody waits on any of the keys (one EXISTS tells), a key whose
+-- only hold is ours goes, with the others so, in one DEL at the end.
+local out, gone, waiters = {}, {}, busy(3, 4)
 for i = 1, #KEYS / 4 do
   local k, a = (i - 1) * 4, 2 + (i - 1) * 3
-  evict(KEYS[k + 1], KEYS[k + 2], now)
-  out[i] = drop(KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], ARGV[1], ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], now) and 1 or 0
+  local m = tonumber(ARGV[a + 1])
+  if not waiters and alone(KEYS[k + 1], KEYS[k + 2], ARGV[a], m, ARGV[a + 2], clock) then
+    gone[#gone + 1], gone[#gone + 2] = KEYS[k + 1], KEYS[k + 2]
+    out[i] = 1
+  else
+    evict(KEYS[k + 1], KEYS[k + 2], clock())
+    out[i] = drop(KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], ARGV[1], ARGV[a], m, ARGV[a + 2], clock()) and 1 or 0
+  end
 end
+for j = 1, #gone, 1000 do redis.call('DEL', unpack(gone, j, math.min(j + 999, #gone))) end
 return out
 `)
 

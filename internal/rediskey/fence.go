@@ -19,3 +19,18 @@ if redis.call('EXISTS', ` + key + `) == 0 then
 end
 `
 }
+
+// NextFence is Lua that sets the variable v (declared by the caller) to
+// the next fence of the counter that the Lua expression key names: its
+// INCR, in one server call, and a counter that was missing (INCR answers
+// 1) starts from the server's clock, as ClockFloor's does.
+func NextFence(v, key string) string {
+	return `
+` + v + ` = redis.call('INCR', ` + key + `)
+if ` + v + ` == 1 then
+  local t = redis.call('TIME')
+  ` + v + ` = tonumber(t[1]) * 1000000 + tonumber(t[2]) + 1
+  redis.call('SET', ` + key + `, string.format('%d', ` + v + `))
+end
+`
+}
