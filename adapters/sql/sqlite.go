@@ -139,6 +139,7 @@ func (localChannel) Unsubscribe(string)                      {}
 
 // sqliteSetup joins the process's Lockers on the same file and table.
 func sqliteSetup(ctx context.Context, d *sqlDriver) error {
+	keepPages()
 	d.poll, d.batches = true, true
 	// One connection per Locker: SQLite has one writer at a time anyway,
 	// and a single connection never deadlocks on its own pool.
