@@ -9,7 +9,8 @@ import (
 
 // The MySQL fast lane of the modal path (modefast.go): two procedures,
 // each one transaction that locks the key's row as the modal transaction
-// does (modeQueries.lock) and answers with one row. Parameters are named
+// does (modeQueries.lock; the release, a live modal header's only, by a
+// locking read: without one it declines) and answers with one row. Parameters are named
 // p_…: a routine's variables hide columns of the same name. A procedure
 // found is kept (myModeProcs): a changed body needs a new name (_v4).
 const (
@@ -23,13 +24,13 @@ const (
 	myFirstGoes = "SELECT 1 FROM {q} w WHERE w.`key` = p_key AND w.expires_at > n " +
 		"AND NOT EXISTS (SELECT 1 FROM {q} v WHERE v.`key` = p_key AND v.expires_at > n AND v.seq < w.seq) " +
 		"AND NOT EXISTS (SELECT 1 FROM {h} WHERE `key` = p_key AND expires_at > n AND ({admits} >> mode) & 1 = 0)"
-	myProcStart = "BEGIN\n" +
+	myProcHead = "BEGIN\n" +
 		"	DECLARE n, e BIGINT;\n" +
 		"	DECLARE f BIGINT UNSIGNED;\n" +
 		"	DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;\n" +
 		"	SET TRANSACTION ISOLATION LEVEL READ COMMITTED;\n" +
-		"	START TRANSACTION;\n	" + myLockRow +
-		"	SET n = {now};\n"
+		"	START TRANSACTION;\n"
+	myProcStart = myProcHead + "	" + myLockRow + "	SET n = {now};\n"
 	myGrantProc = "CREATE PROCEDURE `{tn}_grant_v3`(p_key VARBINARY(512), p_owner VARBINARY(512), p_id VARBINARY(255), " +
 		"p_mode TINYINT, p_compat INT, p_ttl BIGINT, p_token VARBINARY(255))\n" + myProcStart +
 		"	IF EXISTS (SELECT 1 FROM {t} WHERE `key` = p_key AND owner <> '' AND expires_at > n)\n" +
@@ -49,8 +50,11 @@ const (
 		"	END IF;\n" +
 		"END"
 	myReleaseProc = "CREATE PROCEDURE `{tn}_release_v3`(p_key VARBINARY(512), p_owner VARBINARY(512), p_mode TINYINT, " +
-		"p_fence BIGINT UNSIGNED, p_id VARBINARY(255))\n" + myProcStart +
-		"	IF NOT EXISTS (SELECT 1 FROM {t} WHERE `key` = p_key AND owner = '' AND expires_at > n) THEN\n" +
+		"p_fence BIGINT UNSIGNED, p_id VARBINARY(255))\n" + myProcHead +
+		// A release has a live modal header to lock, or nothing to do.
+		"	SELECT MAX(expires_at) INTO e FROM {t} WHERE `key` = p_key AND owner = '' FOR UPDATE;\n" +
+		"	SET n = {now};\n" +
+		"	IF e IS NULL OR e <= n THEN\n" +
 		"		SET e = 0;\n" +
 		"	ELSE\n" +
 		"		DELETE FROM {h} WHERE `key` = p_key AND owner = p_owner AND mode = p_mode AND fence = p_fence\n" +
@@ -68,7 +72,13 @@ const (
 		"			UPDATE {t} SET fence = f, expires_at = e WHERE `key` = p_key;\n" +
 		"		END IF;\n" +
 		"		COMMIT;\n" +
-		"		SELECT CASE WHEN e IS NULL THEN 2 WHEN EXISTS (" + myFirstGoes + ") THEN 3 ELSE 1 END;\n" +
+		"		IF e IS NULL THEN\n" + // IF, not CASE: the waiters' query runs only if holders are left
+		"			SELECT 2;\n" +
+		"		ELSEIF EXISTS (" + myFirstGoes + ") THEN\n" +
+		"			SELECT 3;\n" +
+		"		ELSE\n" +
+		"			SELECT 1;\n" +
+		"		END IF;\n" +
 		"	END IF;\n" +
 		"END"
 )
