@@ -455,9 +455,15 @@ if ARGV[2] == '0' then
   end
 end
 ` + prelude + `
+local m = tonumber(ARGV[2])
+-- The only hold, and nobody waits: the keys go (see alone).
+if redis.call('EXISTS', KEYS[3]) == 0 and alone(KEYS[1], KEYS[2], ARGV[1], m, ARGV[3], now_ms) then
+  redis.call('DEL', KEYS[1], KEYS[2])
+  return 1
+end
 local now = now_ms()
 evict(KEYS[1], KEYS[2], now)
-if drop(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4], ARGV[1], tonumber(ARGV[2]), ARGV[3], now) then return 1 end
+if drop(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4], ARGV[1], m, ARGV[3], now) then return 1 end
 return 0
 `)
 
