@@ -72,12 +72,14 @@ const (
 		"			UPDATE {t} SET fence = f, expires_at = e WHERE `key` = p_key;\n" +
 		"		END IF;\n" +
 		"		COMMIT;\n" +
-		"		IF e IS NULL THEN\n" + // IF, not CASE: the waiters' query runs only if holders are left
+		// The waiters' query only if holders are left, and in a SELECT of
+		// its own: in an IF's condition it would be a locking read (outside
+		// the transaction, at REPEATABLE READ), which can deadlock after
+		// the COMMIT and fail a release that was done.
+		"		IF e IS NULL THEN\n" +
 		"			SELECT 2;\n" +
-		"		ELSEIF EXISTS (" + myFirstGoes + ") THEN\n" +
-		"			SELECT 3;\n" +
 		"		ELSE\n" +
-		"			SELECT 1;\n" +
+		"			SELECT CASE WHEN EXISTS (" + myFirstGoes + ") THEN 3 ELSE 1 END;\n" +
 		"		END IF;\n" +
 		"	END IF;\n" +
 		"END"
