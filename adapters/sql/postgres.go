@@ -39,11 +39,13 @@ func pgDialect(table string) *dialect {
 			refresh:       fill(refresh),
 			release:       fill(pgRelease),
 			expire:        fill(pgExpire),
+			releaseLane:   fill(`SELECT * FROM "{tn}_xrelease_v1"($1, $2, $3, $4)`),
+			expireLane:    fill(`SELECT * FROM "{tn}_xexpire_v1"($1, $2, $3)`),
 			status:        fill(pgInfo + byKey),
 			list:          fill(pgInfo + byPrefix),
 		},
 		migrate: func(ctx context.Context, tx *dbsql.Tx) error {
-			_, err := tx.ExecContext(ctx, pgAddColumns(fill(pgSchema+";"+pgModeFuncs)))
+			_, err := tx.ExecContext(ctx, pgAddColumns(fill(pgSchema+";"+pgModeFuncs+pgExclusiveFuncs)))
 			return err
 		},
 		classify:    pgClassify,

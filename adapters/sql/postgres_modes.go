@@ -57,4 +57,24 @@ BEGIN
 		AND NOT EXISTS (SELECT 1 FROM {q} x WHERE x."key" = k AND x.expires_at > {now} AND x.seq < w.seq AND ({admits:x} >> w.mode) & 1 = 0);
 	RETURN CASE WHEN e IS NULL THEN 2 ELSE 1 END;
 END $fn$;`
+
+	// pgExclusiveFuncs are the Exclusive release and expiry (pgRelease,
+	// pgExpire) behind the key's lock, in functions, whose statements
+	// each see what committed before them. One statement reads the queue
+	// as of its start: a Shared waiter whose transaction (under the lock)
+	// placed it while the release's statement waited was not woken, and
+	// waited for its fallback, seconds (a read-heavy mix: one run in two).
+	pgExclusiveFuncs = `;
+CREATE OR REPLACE FUNCTION "{tn}_xrelease_v1"(text, text, bigint, text)
+RETURNS TABLE (r_deleted bigint, r_decremented bigint, r_notified bigint, r_exists boolean) LANGUAGE plpgsql AS $fn$
+BEGIN
+	PERFORM pg_advisory_xact_lock(hashtext('{tn}'), hashtext($1));
+	RETURN QUERY ` + pgRelease + `;
+END $fn$;
+CREATE OR REPLACE FUNCTION "{tn}_xexpire_v1"(text, text, bigint)
+RETURNS TABLE (r_deleted bigint, r_notified bigint) LANGUAGE plpgsql AS $fn$
+BEGIN
+	PERFORM pg_advisory_xact_lock(hashtext('{tn}'), hashtext($1));
+	RETURN QUERY ` + pgExpire + `;
+END $fn$;`
 )

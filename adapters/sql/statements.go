@@ -37,6 +37,12 @@ type queries struct {
 	// expire ($1 key, $2 owner, $3 fence) deletes the row if it has expired:
 	// (deleted, notified).
 	expire string
+	// releaseLane and expireLane, if any, are release and expire in a
+	// routine of the schema that takes the key's lock first, so that the
+	// waiters they wake include every place committed before them
+	// (Postgres: one statement reads the queue as of its start); release
+	// and expire serve where the lane is off.
+	releaseLane, expireLane string
 	// status ($1 key) and list ($1 key prefix) select key, owner, fence,
 	// holds, expiry in Unix ms of the live rows.
 	status, list string
@@ -105,7 +111,11 @@ func runRelease(ctx context.Context, h *hold) (ok, freed bool, err error) {
 		deleted, decremented, notified int
 		exists                         bool
 	)
-	err = row(h.d.db.QueryRowContext(ctx, h.d.q.release, h.key, h.owner, int64(h.fence), h.id), &deleted, &decremented, &notified, &exists)
+	q, lane := h.d.lane(h.d.q.release, h.d.q.releaseLane)
+	err = row(h.d.db.QueryRowContext(ctx, q, h.key, h.owner, int64(h.fence), h.id), &deleted, &decremented, &notified, &exists)
+	if lane && err != nil && h.d.offLane(err) == nil {
+		return runRelease(ctx, h) // the lane is off now: the statement
+	}
 	if err == nil && deleted+decremented == 0 && exists {
 		err = errRace
 	}
@@ -121,8 +131,21 @@ func runRefresh(ctx context.Context, h *hold) (ok bool, err error) {
 // runExpire is one attempt of q.expire.
 func runExpire(ctx context.Context, h *hold) (deleted bool, err error) {
 	var n, notified int
-	err = row(h.d.db.QueryRowContext(ctx, h.d.q.expire, h.key, h.owner, int64(h.fence)), &n, &notified)
+	q, lane := h.d.lane(h.d.q.expire, h.d.q.expireLane)
+	err = row(h.d.db.QueryRowContext(ctx, q, h.key, h.owner, int64(h.fence)), &n, &notified)
+	if lane && err != nil && h.d.offLane(err) == nil {
+		return runExpire(ctx, h) // the lane is off now: the statement
+	}
 	return n > 0, err
+}
+
+// lane returns routine, and true, where there is one and the lane is on;
+// else statement.
+func (d *sqlDriver) lane(statement, routine string) (string, bool) {
+	if routine == "" || d.laneOff.Load() {
+		return statement, false
+	}
+	return routine, true
 }
 
 // row runs q (retrying transient errors) and scans its row into dest,
