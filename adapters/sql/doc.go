@@ -69,7 +69,10 @@
 // admit, and a release) are one call of a routine the schema adds,
 // locker_locks_grant_v3 and locker_locks_release_v3 (PL/pgSQL functions;
 // MySQL procedures, which need CREATE ROUTINE once and EXECUTE: without
-// them, the transaction serves every call, as correct and slower).
+// them, the transaction serves every call, as correct and slower). On
+// Postgres the Exclusive release and expiry take the same lock, in
+// locker_locks_xrelease_v1 and locker_locks_xexpire_v1, so that the
+// waiters they wake include a Shared one placed while they ran.
 //
 // # Guarantees
 //
