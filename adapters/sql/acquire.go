@@ -47,7 +47,7 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 	if d.modal(r) {
 		once, token = acquireModal, modalToken(r)
 	}
-	if d.poll && !r.Reentrant && d.local.behind(r.Key, r.ID) {
+	if d.poll && !r.Reentrant && d.local.behind(r.Key, r.ID, r.Mode) {
 		// Refused here: a release here wakes the first waiter, and only
 		// the first polls. (A WithOwner call goes to the database: it may
 		// be a re-entry, which waits for nobody.) A place in the
@@ -141,7 +141,7 @@ func (d *sqlDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan st
 	if err != nil || !d.poll {
 		return wake, stop, err
 	}
-	d.local.join(r.Key, r.ID)
+	d.local.join(r.Key, r.ID, r.Mode)
 	return wake, func() {
 		stop()
 		// The next waiter here is first now: it polls, unless the key is

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/locker-go/locker/driver"
 	"github.com/locker-go/locker/internal/wait"
 )
 
@@ -15,23 +16,39 @@ import (
 // next by its ID). 400 waiters in one process then poll as one. Waiters
 // are in arrival order, or where the database queues them too (MySQL) in
 // the database's order, once their place there is known (place), so that
-// the one that polls is the one whose turn comes first.
+// the one that polls is the one whose turn comes first. The waiters at
+// the head that may hold the key together (readers) are its run: a
+// release wakes them all, and each may look, so that a run of readers is
+// let in at once, not one after another.
 type localQueue struct {
 	mu   sync.Mutex
 	keys map[string][]waiter
 }
 
 type waiter struct {
-	id  string
-	seq uint64 // the place in the database's queue; unknown: MaxUint64
+	id   string
+	seq  uint64 // the place in the database's queue; unknown: MaxUint64
+	mode driver.Mode
 }
 
 func newLocalQueue() *localQueue { return &localQueue{keys: map[string][]waiter{}} }
 
-func (q *localQueue) join(key, id string) {
+func (q *localQueue) join(key, id string, mode driver.Mode) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.keys[key] = append(q.keys[key], waiter{id, math.MaxUint64})
+	q.keys[key] = append(q.keys[key], waiter{id, math.MaxUint64, mode})
+}
+
+// run is how many waiters at the head of ws may hold the key together.
+func run(ws []waiter) int {
+	for i := range ws {
+		for _, w := range ws[:i] {
+			if !w.mode.Compatible(ws[i].mode) {
+				return i
+			}
+		}
+	}
+	return len(ws)
 }
 
 // place records id's place in the database's queue, moving it ahead of
@@ -45,13 +62,13 @@ func (q *localQueue) place(key, id string, seq uint64) (first string) {
 	if i < 0 || ws[i].seq == seq {
 		return ""
 	}
-	was := ws[0].id
+	was, mode := ws[0].id, ws[i].mode
 	ws = slices.Delete(ws, i, i+1)
 	j := slices.IndexFunc(ws, func(w waiter) bool { return w.seq > seq })
 	if j < 0 {
 		j = len(ws)
 	}
-	ws = slices.Insert(ws, j, waiter{id, seq})
+	ws = slices.Insert(ws, j, waiter{id, seq, mode})
 	q.keys[key] = ws
 	if ws[0].id != was {
 		return ws[0].id
@@ -87,14 +104,20 @@ func (q *localQueue) polls(key, id string) bool {
 	return q.index(key, id) <= 0
 }
 
-// wake wakes key's first waiter through hub, reporting whether there is
-// one.
+// wake wakes key's run of waiters through hub, reporting whether there
+// is one.
 func (q *localQueue) wake(hub *wait.Hub, key string) bool {
-	id := q.first(key)
-	if id != "" {
+	q.mu.Lock()
+	ws := q.keys[key]
+	ids := make([]string, run(ws))
+	for i := range ids {
+		ids[i] = ws[i].id
+	}
+	q.mu.Unlock()
+	for _, id := range ids {
 		hub.Notify(id)
 	}
-	return id != ""
+	return len(ids) > 0
 }
 
 // has reports whether id waits for key here.
@@ -115,11 +138,17 @@ func (q *localQueue) first(key string) string {
 }
 
 // behind reports whether another call of this process waits for key ahead
-// of id (any waiter, if id does not wait yet): id then leaves the key to
-// it, so that this process serves its waiters in arrival order.
-func (q *localQueue) behind(key, id string) bool {
+// of id (any waiter, if id does not wait yet) that it may not hold the key
+// with: id then leaves the key to it, so that this process serves its
+// waiters in arrival order. A call in the run, or one that would join it
+// (a reader behind a run of readers), may look.
+func (q *localQueue) behind(key, id string, mode driver.Mode) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	ws := q.keys[key]
-	return len(ws) > 0 && ws[0].id != id
+	i := q.index(key, id)
+	if i < 0 {
+		return run(append(slices.Clip(ws), waiter{id, math.MaxUint64, mode})) <= len(ws)
+	}
+	return i >= run(ws)
 }

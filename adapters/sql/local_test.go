@@ -1,20 +1,27 @@
 package sql
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/locker-go/locker/driver"
+	"github.com/locker-go/locker/internal/wait"
+)
+
+const x = driver.Exclusive
 
 func TestLocalQueueFirstPolls(t *testing.T) {
 	q := newLocalQueue()
 	if !q.polls("k", "a") {
 		t.Fatal("a call that does not wait yet must poll")
 	}
-	q.join("k", "a")
-	q.join("k", "b")
-	q.join("k", "c")
-	q.join("other", "d")
+	q.join("k", "a", x)
+	q.join("k", "b", x)
+	q.join("k", "c", x)
+	q.join("other", "d", x)
 	if !q.polls("k", "a") || q.polls("k", "b") || q.polls("k", "c") || !q.polls("other", "d") {
 		t.Fatal("only the first waiter of each key polls")
 	}
-	if q.behind("k", "a") || !q.behind("k", "b") || !q.behind("k", "new") || q.behind("free", "x") {
+	if q.behind("k", "a", x) || !q.behind("k", "b", x) || !q.behind("k", "new", x) || q.behind("free", "x", x) {
 		t.Fatal("behind: a call is behind the first waiter of its key, unless it is the first")
 	}
 	if q.leave("k", "b") {
@@ -30,9 +37,9 @@ func TestLocalQueueFirstPolls(t *testing.T) {
 
 func TestLocalQueueTakesTheDatabasesOrder(t *testing.T) {
 	q := newLocalQueue()
-	q.join("k", "a")
-	q.join("k", "b")
-	q.join("k", "c")
+	q.join("k", "a", x)
+	q.join("k", "b", x)
+	q.join("k", "c", x)
 	if got := q.place("k", "b", 7); got != "b" {
 		t.Fatalf("b placed, a's place unknown: first = %q, want b", got)
 	}
@@ -44,5 +51,51 @@ func TestLocalQueueTakesTheDatabasesOrder(t *testing.T) {
 	}
 	if !q.leave("k", "b") || q.first("k") != "c" || q.place("k", "c", 8) != "" || q.place("k", "gone", 1) != "" {
 		t.Fatal("after b, c (8) comes before a (9); placing again or a stranger changes nothing")
+	}
+}
+
+// Readers at the head are a run: a release wakes them all, and each may
+// look; a writer, and whoever is behind it, waits its turn.
+func TestLocalQueueLetsARunOfReadersIn(t *testing.T) {
+	q := newLocalQueue()
+	s := driver.Shared
+	q.join("k", "r1", s)
+	q.join("k", "r2", s)
+	q.join("k", "w", x)
+	q.join("k", "r3", s)
+	if q.behind("k", "r1", s) || q.behind("k", "r2", s) || !q.behind("k", "w", x) || !q.behind("k", "r3", s) {
+		t.Fatal("r1 and r2 may look; w and r3 behind it wait")
+	}
+	if !q.behind("k", "new", s) || !q.behind("k", "new", x) {
+		t.Fatal("a newcomer is behind the writer, whatever its mode")
+	}
+	hub := wait.NewHub(localChannel{})
+	woken := map[string]<-chan struct{}{}
+	for _, id := range []string{"r1", "r2", "w", "r3"} {
+		c, stop, err := hub.Subscribe(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
+		woken[id] = c
+	}
+	if !q.wake(hub, "k") {
+		t.Fatal("wake found nobody")
+	}
+	for id, want := range map[string]bool{"r1": true, "r2": true, "w": false, "r3": false} {
+		select {
+		case <-woken[id]:
+			if !want {
+				t.Errorf("%s woken, behind the writer", id)
+			}
+		default:
+			if want {
+				t.Errorf("%s not woken, in the run", id)
+			}
+		}
+	}
+	q.leave("k", "w")
+	if q.behind("k", "r3", s) || q.behind("k", "new", s) || !q.behind("k", "new", x) {
+		t.Fatal("with the writer gone, readers may look; a new writer waits")
 	}
 }
