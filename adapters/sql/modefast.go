@@ -13,7 +13,7 @@ import (
 // (a PL/pgSQL function, a MySQL procedure), the commonest modal calls are
 // one round trip instead of a transaction of six or seven: a new holder
 // that every live holder and every waiter before it admits (readers behind
-// readers; on Postgres, a waiter from its place), and a release (Postgres
+// readers, a waiter from its place), and a release (Postgres
 // wakes the waiters it admits by NOTIFY; MySQL's answer says whether the
 // first waiter may go, and Release wakes this process's first). The function takes the
 // same lock as the modal transaction (modeQueries.lock), so the two
@@ -25,9 +25,7 @@ import (
 // grantFast is one fast grant of r: ok false if the lane declined or
 // there is none.
 func grantFast(ctx context.Context, d *sqlDriver, r *driver.Request) (g driver.Grant, ok bool, err error) {
-	if d.mq.grantFast.q == "" || d.laneOff.Load() || r.Mode == driver.Exclusive || (d.poll && callOf(r).modalPlace) {
-		// Where waiters poll, a waiter granted from its place wakes the
-		// next of its process through the transaction (txOnce).
+	if d.mq.grantFast.q == "" || d.laneOff.Load() || r.Mode == driver.Exclusive {
 		return driver.Grant{}, false, nil
 	}
 	var fence dbsql.NullInt64
