@@ -12,8 +12,8 @@ import (
 // localQueue orders this process's waiters on each key where waiters poll
 // (SQLite, MySQL): only the first of a key looks at the database on the
 // poll backoff, to hear of other processes' releases; the others wait
-// until they are first (a release here, or the first leaving, wakes the
-// next by its ID). 400 waiters in one process then poll as one. Waiters
+// until a release here, or the first leaving, wakes them by their IDs
+// (see run). 400 waiters in one process then poll as one. Waiters
 // are in arrival order, or where the database queues them too (MySQL) in
 // the database's order, once their place there is known (place), so that
 // the one that polls is the one whose turn comes first. The waiters at

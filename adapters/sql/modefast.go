@@ -12,15 +12,15 @@ import (
 // The modal path's fast lane: where the database runs code of its own
 // (a PL/pgSQL function, a MySQL procedure), the commonest modal calls are
 // one round trip instead of a transaction of six or seven: a new holder
-// that every live holder and every waiter before it admits (readers behind
-// readers, a waiter from its place), and a release (Postgres
-// wakes the waiters it admits by NOTIFY; MySQL's answer says whether the
-// first waiter may go, and Release wakes this process's first). The function takes the
-// same lock as the modal transaction (modeQueries.lock), so the two
-// interleave safely; it declines (NULL), changing nothing, whatever it
-// does not handle (a re-entry, a lapsed row to collect, a live Exclusive
-// holder, a hold it cannot find live), and the transaction runs as
-// before, as database/sql's driver.ErrSkip does.
+// that every live holder and every waiter before it admits (readers
+// behind readers, a waiter from its place), and a release (Postgres wakes
+// the waiters it admits by NOTIFY; MySQL's answer says whether the first
+// waiter may go, and Release wakes this process's run of them). The
+// function takes the same lock as the modal transaction
+// (modeQueries.lock), so the two interleave safely; it declines (NULL),
+// changing nothing, whatever it does not handle (a re-entry, a lapsed row
+// to collect, a live Exclusive holder, a hold it cannot find live), and
+// the transaction runs as before, as database/sql's driver.ErrSkip does.
 
 // grantFast is one fast grant of r: ok false if the lane declined or
 // there is none.
@@ -39,9 +39,9 @@ func grantFast(ctx context.Context, d *sqlDriver, r *driver.Request) (g driver.G
 }
 
 // releaseFast is one fast release of h: done false if the lane declined
-// or there is none; freed if it was the key's last holder, or if the first
-// waiter may go now (3, where waiters poll: the lane wakes nobody, Release wakes
-// this process's first, which looks).
+// or there is none; freed if it was the key's last holder, or if the
+// first waiter may go now (3, where waiters poll: the lane wakes nobody,
+// Release wakes this process's run of waiters, which look).
 func releaseFast(ctx context.Context, h *hold) (done, freed bool, err error) {
 	if h.d.mq.releaseFast.q == "" || h.d.laneOff.Load() || h.fence == 0 {
 		return false, false, nil // fence 0 (Abandon's): any of the owner's, the transaction's to find
