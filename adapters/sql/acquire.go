@@ -19,6 +19,7 @@ type call struct {
 	backoff time.Duration // the next poll interval, where poll is set
 	mayHold bool          // an attempt may have left a hold: Abandon takes it back
 	placed  time.Time     // when the call's place in the queue was last kept
+	waited  time.Time     // the start of its last attempt that found it waiting (handoff.go)
 	// modalPlace: the modal path gave the call a place (Abandon leaves it)
 	modalPlace bool
 }
@@ -43,6 +44,9 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 		return t.Acquire(ctx, r)
 	}
 	c := callOf(r)
+	if g, ok := d.handedOff(r, c); ok {
+		return g, nil
+	}
 	once, token := d.acquireOnce, d.token(r)
 	if d.modal(r) {
 		once, token = acquireModal, modalToken(r)
@@ -63,6 +67,7 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 			once = d.placeOnce
 		}
 	}
+	start := time.Now()
 	err = d.retry(ctx, func(ctx context.Context) (err error) {
 		g, err = once(ctx, d, r)
 		return err
@@ -73,6 +78,8 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 	case g.Hold != nil:
 		c.mayHold = true // should the call fail after all (Close came first)
 		return g, nil
+	case token != "" && d.handoffs != nil:
+		c.waitedSince(start)
 	case r.Reentrant && !d.modal(r):
 		if err := d.mismatch(ctx, r); err != nil {
 			return driver.Grant{}, err
@@ -121,7 +128,7 @@ func (d *sqlDriver) Abandon(ctx context.Context, r *driver.Request) {
 		var notified int
 		_ = d.row(ctx, d.q.leave, []any{r.Key, t}, &notified)
 	}
-	if callOf(r).mayHold {
+	if _, handed := d.handoffs.take(r.ID); handed || callOf(r).mayHold {
 		_ = (&hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, mode: r.Mode}).Release(ctx) // fence 0: any
 	}
 }
@@ -138,6 +145,12 @@ func (d *sqlDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan st
 		return t.Subscribe(ctx, r)
 	}
 	wake, stop, err := d.hub.Subscribe(ctx, r.ID)
+	if err == nil && d.handoffs != nil {
+		return wake, func() {
+			stop()
+			d.handoffs.take(r.ID) // one heard after the call's grant
+		}, nil
+	}
 	if err != nil || !d.poll {
 		return wake, stop, err
 	}
@@ -156,9 +169,11 @@ func (d *sqlDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan st
 	}, nil
 }
 
-// Listening is false: a Lock's first attempt does not queue, so an
-// uncontended Lock writes no queue entry and starts no LISTEN.
-func (d *sqlDriver) Listening() bool { return false }
+// Listening is whether the process's LISTEN connection is up (Postgres):
+// then a Lock's first attempt may take its place in the queue at once (a
+// waiter that is late to queue lets readers in before it). Else false: an
+// uncontended Lock starts no LISTEN.
+func (d *sqlDriver) Listening() bool { return d.listening != nil && d.listening() }
 
 // hold is one granted hold's calls (driver.Hold and driver.Expirer), each
 // matching the row by key, owner, fence and hold id.

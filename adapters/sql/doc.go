@@ -66,13 +66,15 @@
 // row; SQLite: the database's write lock), and draws its fence from the
 // same counter as the Exclusive statements. On Postgres and MySQL the
 // commonest of them (a new holder that the holders and waiters before it
-// admit, and a release) are one call of a routine the schema adds,
-// locker_locks_grant_v3 and locker_locks_release_v3 (PL/pgSQL functions;
-// MySQL procedures, which need CREATE ROUTINE once and EXECUTE: without
-// them, the transaction serves every call, as correct and slower). On
-// Postgres the Exclusive release and expiry take the same lock, in
-// locker_locks_xrelease_v1 and locker_locks_xexpire_v1, so that the
-// waiters they wake include a Shared one placed while they ran.
+// admit, and a release) are one call of a routine the schema adds
+// (PL/pgSQL functions locker_locks_grant_v5, which also refuses and keeps
+// a waiter's place, and locker_locks_release_v4; MySQL procedures
+// locker_locks_grant_v3 and locker_locks_release_v3, which need CREATE
+// ROUTINE once and EXECUTE: without them, the transaction serves every
+// call, as correct and slower). On Postgres the Exclusive release and
+// expiry take the same lock, in locker_locks_xrelease_v2 and
+// locker_locks_xexpire_v1, so that the waiters they serve include a
+// Shared one placed while they ran.
 //
 // # Guarantees
 //
@@ -105,14 +107,21 @@
 //
 // # Waiting
 //
-// Postgres waiters queue, first come first served: a Lock whose first
-// attempt fails LISTENs (one dedicated pgx connection that a process's
-// Lockers on one pool and table share, re-established with backoff), then
-// keeps a place in the queue table, expiring a TTL ahead and renewed while
-// it waits. A free key goes only to
-// the first live waiter (TryLock and new Locks queue behind live waiters; a
+// Postgres waiters queue, first come first served: a Lock LISTENs (one
+// dedicated pgx connection that a process's Lockers on one pool and table
+// share, re-established with backoff; once it is up, a Lock's first
+// attempt already queues), and keeps a place in the queue table, expiring
+// a TTL ahead and renewed while it waits. A free key goes only to the
+// first live waiter (TryLock and new Locks queue behind live waiters; a
 // same-owner re-entry does not), so a crashed waiter delays the others by
-// at most its TTL. A release NOTIFYs the first live waiter only. Waiting
+// at most its TTL. A release hands the key over: in the same call it
+// grants the waiters at the head of the queue that it admits (the first
+// writer, or the run of readers), each with its own TTL, and NOTIFYs each
+// its fence, so the waiter holds the key once it hears, with no statement
+// of its own (locker_locks_handoff_v1). Its lease's validity counts from
+// the start of its last attempt that found it waiting; should the
+// notification be lost, its next attempt finds the hold under its ID, and
+// a waiter that gives up releases a hold handed to it meanwhile. Waiting
 // holds no connection: the Lockers of a process opened on one URL share one
 // handle of at most 16 pooled connections, on which their waiters and
 // holders take turns statement by statement, so 400 Lockers cost 17

@@ -5,6 +5,7 @@ import (
 	dbsql "database/sql"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/locker-go/locker/driver"
 )
@@ -22,16 +23,25 @@ import (
 // to collect, a live Exclusive holder, a hold it cannot find live), and
 // the transaction runs as before, as database/sql's driver.ErrSkip does.
 
-// grantFast is one fast grant of r: ok false if the lane declined or
-// there is none.
+// grantFast is one fast attempt of r: ok false if the lane declined or
+// there is none. Postgres's also refuses (a negative answer: the ms to
+// wait), keeping a queued call's place.
 func grantFast(ctx context.Context, d *sqlDriver, r *driver.Request) (g driver.Grant, ok bool, err error) {
 	if d.mq.grantFast.q == "" || d.laneOff.Load() || r.Mode == driver.Exclusive {
 		return driver.Grant{}, false, nil
 	}
 	var fence dbsql.NullInt64
+	start := time.Now()
 	err = row(d.mq.grantFast.row(ctx, d.db, r.Key, r.Owner, r.ID, int(r.Mode), compatible(r.Mode), r.TTL.Milliseconds(), modalToken(r)), &fence)
-	if err != nil || !fence.Valid {
+	switch {
+	case err != nil || !fence.Valid:
 		return driver.Grant{}, false, d.offLane(err)
+	case fence.Int64 <= 0:
+		if modalToken(r) != "" {
+			c := callOf(r)
+			c.placed, c.modalPlace = start, true
+		}
+		return driver.Grant{Retry: msDuration(-fence.Int64)}, true, nil
 	}
 	f := uint64(fence.Int64)
 	hd := &hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, fence: f, ttl: r.TTL, mode: r.Mode}

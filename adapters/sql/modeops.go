@@ -139,7 +139,7 @@ func (t txn) keepPlace(ctx context.Context, r *driver.Request, s *modeState, tok
 	case s.placeOf(token) != nil:
 		return t.d.mq.touch.exec(ctx, t.tx, r.Key, token, int(r.Mode), r.TTL.Milliseconds())
 	}
-	return t.d.mq.enqueue.exec(ctx, t.tx, r.Key, token, int(r.Mode), r.TTL.Milliseconds())
+	return t.d.mq.enqueue.exec(ctx, t.tx, r.Key, token, int(r.Mode), r.TTL.Milliseconds(), r.Owner)
 }
 
 // grant makes r a holder (joining join, its owner's, if set), takes it

@@ -81,17 +81,25 @@ VALUES ($1, $2, $3, $4, $5, $6, {now} + $7{ms})`),
 }
 
 // stmt is a statement and, where the database takes ? parameters, the
-// order in which it uses the $n arguments.
+// order in which it uses the $n arguments. A call may pass arguments that
+// one dialect's statement uses and another's does not (the owner of a
+// queue place, which only Postgres keeps): those are left out.
 type stmt struct {
 	q     string
-	order []int // nil: $n as given
+	order []int // nil: $n as given, up to n
+	n     int
 }
 
 var dollar = regexp.MustCompile(`\$(\d+)`)
 
 func newStmt(q string, positional bool) stmt {
 	if !positional {
-		return stmt{q: q}
+		s := stmt{q: q}
+		for _, m := range dollar.FindAllStringSubmatch(q, -1) {
+			n, _ := strconv.Atoi(m[1])
+			s.n = max(s.n, n)
+		}
+		return s
 	}
 	s := stmt{order: []int{}}
 	s.q = dollar.ReplaceAllStringFunc(q, func(m string) string {
@@ -104,6 +112,9 @@ func newStmt(q string, positional bool) stmt {
 
 func (s stmt) args(a []any) []any {
 	if s.order == nil {
+		if s.n > 0 { // else ? parameters, as given
+			return a[:min(len(a), s.n)]
+		}
 		return a
 	}
 	out := make([]any, len(s.order))

@@ -27,7 +27,7 @@ func pgDialect(table string) *dialect {
 		"{abs}", `(extract(epoch FROM expires_at) * 1000)::bigint`, "{prefix}", `left("key", char_length($1)) = $1`)
 	mq := newModeQueries(fill, false, `SELECT pg_advisory_xact_lock(hashtext('{tn}'), hashtext($1::text))`,
 		`SELECT nextval('"{tn}_fence"')`, "", `SELECT pg_notify('{tn}', w) FROM unnest(string_to_array($1, ' ')) w`,
-		`INSERT INTO {q} ("key", token, mode, expires_at) VALUES ($1, $2, $3, {now} + $4{ms})`)
+		`INSERT INTO {q} ("key", token, mode, expires_at, owner, ttl) VALUES ($1, $2, $3, {now} + $4{ms}, $5, $4)`)
 	mq.grantFast, mq.releaseFast = newStmt(fill(pgGrantFast), false), newStmt(fill(pgReleaseFast), false)
 	return &dialect{
 		mq: mq,
@@ -39,7 +39,7 @@ func pgDialect(table string) *dialect {
 			refresh:       fill(refresh),
 			release:       fill(pgRelease),
 			expire:        fill(pgExpire),
-			releaseLane:   fill(`SELECT * FROM "{tn}_xrelease_v1"($1, $2, $3, $4)`),
+			releaseLane:   fill(`SELECT * FROM "{tn}_xrelease_v2"($1, $2, $3, $4)`),
 			expireLane:    fill(`SELECT * FROM "{tn}_xexpire_v1"($1, $2, $3)`),
 			status:        fill(pgInfo + byKey),
 			list:          fill(pgInfo + byPrefix),
@@ -83,9 +83,12 @@ ins AS (
 	RETURNING fence)`
 	// pgQueue: a queued waiter leaves the queue when it acquires, else
 	// takes or keeps its place for the TTL; lapsed places are cleared.
+	// The place names its owner and TTL, for a release to hand it the key
+	// (pgHandoffFunc).
 	pgQueue = `,
 deq AS (DELETE FROM {q} WHERE "key" = $1::text AND token = $5::text AND EXISTS (SELECT 1 FROM ins)),
-enq AS (INSERT INTO {q} ("key", token, expires_at) SELECT $1::text, $5::text, {now} + $3{ms} WHERE NOT EXISTS (SELECT 1 FROM ins)
+enq AS (INSERT INTO {q} ("key", token, expires_at, owner, ttl) SELECT $1::text, $5::text, {now} + $3{ms}, $2::text, $3::bigint
+	WHERE NOT EXISTS (SELECT 1 FROM ins)
 	ON CONFLICT ("key", token) DO UPDATE SET expires_at = excluded.expires_at),
 gc AS (DELETE FROM {q} WHERE "key" = $1::text AND token <> $5::text AND expires_at <= {now})
 SELECT fence FROM ins`
@@ -161,7 +164,7 @@ func pgSetup(ctx context.Context, d *sqlDriver) error {
 	if err != nil {
 		return err
 	}
-	d.hub, d.stop, d.queued = ls.hub, release, true
+	d.hub, d.stop, d.queued, d.handoffs, d.listening = ls.hub, release, true, &ls.handoffs, ls.listening
 	return nil
 }
 
@@ -232,6 +235,8 @@ CREATE TABLE IF NOT EXISTS {q} (
 	PRIMARY KEY ("key", token)
 );
 {addcol:{tn}_queue:mode:smallint NOT NULL DEFAULT 0}
+{addcol:{tn}_queue:owner:text NOT NULL DEFAULT ''}
+{addcol:{tn}_queue:ttl:bigint NOT NULL DEFAULT 0}
 CREATE TABLE IF NOT EXISTS {h} (
 	"key" text COLLATE "C" NOT NULL,
 	owner text NOT NULL,
@@ -251,10 +256,13 @@ type listener struct {
 	cfg     *pgx.ConnConfig
 	channel string
 	hub     *wait.Hub
-	ctx     context.Context // ends at close
-	cancel  context.CancelFunc
-	start   sync.Once
-	done    chan struct{}
+	// handoffs keeps the fences that notifications of a hand-off carry
+	// ("token fence"), for the waiters here.
+	handoffs handoffs
+	ctx      context.Context // ends at close
+	cancel   context.CancelFunc
+	start    sync.Once
+	done     chan struct{}
 
 	mu  sync.Mutex
 	up  chan struct{} // closed while listening
@@ -287,6 +295,18 @@ func (ls *listener) Subscribe(ctx context.Context, _ string) error {
 			return fmt.Errorf("%w: LISTEN: %w", ctx.Err(), locker.Unavailable(ls.err))
 		}
 		return ctx.Err()
+	}
+}
+
+// listening reports whether the connection is up and LISTENs.
+func (ls *listener) listening() bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	select {
+	case <-ls.up:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -346,7 +366,7 @@ func (ls *listener) listen() error {
 		if err != nil {
 			return err
 		}
-		ls.hub.Notify(n.Payload)
+		ls.hub.Notify(ls.handoffs.heard(n.Payload, ls.hub.Waiting))
 	}
 }
 

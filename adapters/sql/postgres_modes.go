@@ -7,31 +7,62 @@ package sql
 // what the modal transaction would read. Versioned by name: a changed body
 // is a new function, and a process of the older version keeps its own.
 const (
-	pgGrantFast   = `SELECT "{tn}_grant_v3"($1, $2, $3, $4, $5, $6, $7)`
-	pgReleaseFast = `SELECT "{tn}_release_v3"($1, $2, $3, $4, $5)`
+	pgGrantFast   = `SELECT "{tn}_grant_v5"($1, $2, $3, $4, $5, $6, $7)`
+	pgReleaseFast = `SELECT "{tn}_release_v4"($1, $2, $3, $4, $5)`
 	pgModeFuncs   = `
-CREATE OR REPLACE FUNCTION "{tn}_grant_v3"(k text, o text, id text, m integer, compat integer, ttl bigint, tok text)
+CREATE OR REPLACE FUNCTION "{tn}_grant_v5"(k text, o text, id text, m integer, compat integer, ttl bigint, tok text)
 RETURNS bigint LANGUAGE plpgsql AS $fn$
 DECLARE
 	f bigint;
 	e timestamptz;
+	decline boolean;
+	wait bigint;
+	qwait bigint;
+	mine bigint;
+	x text;
+	xwait bigint;
+	life interval := ttl{ms};
 BEGIN
 	PERFORM pg_advisory_xact_lock(hashtext('{tn}'), hashtext(k));
-	IF EXISTS (SELECT 1 FROM {t} WHERE "key" = k AND owner <> '' AND expires_at > {now})
-		OR EXISTS (SELECT 1 FROM {h} WHERE "key" = k AND (owner = o OR expires_at <= {now} OR (compat >> mode) & 1 = 0))
-		OR EXISTS (SELECT 1 FROM {q} w WHERE w."key" = k AND (w.expires_at <= {now} OR (w.token <> tok AND (compat >> w.mode) & 1 = 0
-			AND w.seq < coalesce((SELECT seq FROM {q} WHERE "key" = k AND token = tok), 9223372036854775807)))) THEN
+	-- the transaction's: a re-entry or mismatch, lapsed rows to collect
+	SELECT owner, {left} INTO x, xwait FROM {t} WHERE "key" = k AND owner <> '' AND expires_at > {now};
+	SELECT bool_or(owner = o OR expires_at <= {now}), min({left}) FILTER (WHERE (compat >> mode) & 1 = 0)
+		INTO decline, wait FROM {h} WHERE "key" = k;
+	IF decline OR x = o THEN
 		RETURN NULL;
+	END IF;
+	IF tok <> '' THEN
+		SELECT seq INTO mine FROM {q} WHERE "key" = k AND token = tok;
+	END IF;
+	SELECT bool_or(expires_at <= {now}), min({left}) FILTER (WHERE token <> tok AND (compat >> mode) & 1 = 0
+		AND seq < coalesce(mine, 9223372036854775807)) INTO decline, qwait FROM {q} WHERE "key" = k;
+	IF decline THEN
+		RETURN NULL;
+	END IF;
+	-- refused: the ms until the first that keeps it out may lapse; a
+	-- queued call takes or keeps its place
+	wait := least(wait, qwait, xwait);
+	IF wait IS NOT NULL THEN
+		IF tok = '' THEN
+			NULL;
+		ELSIF mine IS NULL THEN
+			INSERT INTO {q} ("key", token, mode, expires_at, owner, ttl) VALUES (k, tok, m, {now} + ttl{ms}, o, ttl);
+		ELSE
+			UPDATE {q} w SET mode = m, expires_at = {now} + life WHERE w."key" = k AND w.token = tok;
+		END IF;
+		RETURN -greatest(wait, 1);
 	END IF;
 	f := nextval('"{tn}_fence"');
 	e := {now} + ttl{ms};
 	INSERT INTO {h} ("key", owner, mode, fence, holds, ids, expires_at) VALUES (k, o, m, f, 1, ' ' || id || ' ', e);
 	INSERT INTO {t} AS l ("key", owner, fence, holds, ids, expires_at) VALUES (k, '', f, 1, ' ', e)
 		ON CONFLICT ("key") DO UPDATE SET owner = '', fence = f, holds = 1, ids = ' ', expires_at = GREATEST(l.expires_at, e);
-	DELETE FROM {q} WHERE "key" = k AND token = tok;
+	IF mine IS NOT NULL THEN
+		DELETE FROM {q} WHERE "key" = k AND token = tok;
+	END IF;
 	RETURN f;
 END $fn$;
-CREATE OR REPLACE FUNCTION "{tn}_release_v3"(k text, o text, m integer, f bigint, id text)
+CREATE OR REPLACE FUNCTION "{tn}_release_v4"(k text, o text, m integer, f bigint, id text)
 RETURNS integer LANGUAGE plpgsql AS $fn$
 DECLARE
 	e timestamptz;
@@ -51,30 +82,84 @@ BEGIN
 	ELSE
 		UPDATE {t} SET fence = top, expires_at = e WHERE "key" = k;
 	END IF;
-	-- wake the waiters that the holders left and the waiters before them admit
-	PERFORM pg_notify('{tn}', w.token) FROM {q} w WHERE w."key" = k AND w.expires_at > {now}
-		AND NOT EXISTS (SELECT 1 FROM {h} x WHERE x."key" = k AND x.expires_at > {now} AND ({admits:x} >> w.mode) & 1 = 0)
-		AND NOT EXISTS (SELECT 1 FROM {q} x WHERE x."key" = k AND x.expires_at > {now} AND x.seq < w.seq AND ({admits:x} >> w.mode) & 1 = 0);
+	PERFORM "{tn}_handoff_v1"(k);
 	RETURN CASE WHEN e IS NULL THEN 2 ELSE 1 END;
 END $fn$;`
 
-	// pgExclusiveFuncs are the Exclusive release and expiry (pgRelease,
-	// pgExpire) behind the key's lock, in functions, whose statements
-	// each see what committed before them. One statement reads the queue
-	// as of its start: a Shared waiter whose transaction (under the lock)
-	// placed it while the release's statement waited was not woken, and
-	// waited for its fallback, seconds (a read-heavy mix: one run in two).
+	// pgExclusiveFuncs are the Exclusive release and expiry behind the
+	// key's lock, in functions, whose statements each see what committed
+	// before them. (One statement reads the queue as of its start: a Shared
+	// waiter whose transaction, under the lock, placed it while the
+	// release's statement waited was not woken, and waited seconds for its
+	// fallback.)
 	pgExclusiveFuncs = `;
-CREATE OR REPLACE FUNCTION "{tn}_xrelease_v1"(text, text, bigint, text)
+CREATE OR REPLACE FUNCTION "{tn}_xrelease_v2"(k text, o text, f bigint, id text)
 RETURNS TABLE (r_deleted bigint, r_decremented bigint, r_notified bigint, r_exists boolean) LANGUAGE plpgsql AS $fn$
+DECLARE
+	dd bigint;
+	uu bigint := 0;
 BEGIN
-	PERFORM pg_advisory_xact_lock(hashtext('{tn}'), hashtext($1));
-	RETURN QUERY ` + pgRelease + `;
+	PERFORM pg_advisory_xact_lock(hashtext('{tn}'), hashtext(k));
+	DELETE FROM {t} WHERE "key" = k AND owner = o AND (f = 0 OR fence = f) AND ids = ' ' || id || ' ';
+	GET DIAGNOSTICS dd = ROW_COUNT;
+	IF dd > 0 THEN
+		PERFORM "{tn}_handoff_v1"(k);
+	ELSE
+		UPDATE {t} SET holds = holds - 1, ids = replace(ids, ' ' || id || ' ', ' ')
+			WHERE "key" = k AND owner = o AND (f = 0 OR fence = f) AND strpos(ids, ' ' || id || ' ') > 0;
+		GET DIAGNOSTICS uu = ROW_COUNT;
+	END IF;
+	RETURN QUERY SELECT dd, uu, 0::bigint, false;
 END $fn$;
 CREATE OR REPLACE FUNCTION "{tn}_xexpire_v1"(text, text, bigint)
 RETURNS TABLE (r_deleted bigint, r_notified bigint) LANGUAGE plpgsql AS $fn$
 BEGIN
 	PERFORM pg_advisory_xact_lock(hashtext('{tn}'), hashtext($1));
 	RETURN QUERY ` + pgExpire + `;
+END $fn$;` + pgHandoffFunc
+
+	// pgHandoffFunc is the hand-off, run by a release under the key's
+	// lock once it has let its hold go: the waiters at the head of the
+	// queue that the holders left (and the waiters granted before them)
+	// admit are granted the key here, each with its own TTL, and their
+	// NOTIFY carries the fence ("token fence"): the waiter learns that it
+	// holds the key without a statement of its own. A place the hand-off
+	// cannot grant (an older version's, with no owner; an owner holding
+	// the key already) is woken by its token alone, and looks itself.
+	// Claiming the place by DELETE first means a waiter that left meanwhile
+	// (Abandon) is not granted; one that leaves after finds its grant and
+	// releases it by its ID.
+	pgHandoffFunc = `
+CREATE OR REPLACE FUNCTION "{tn}_handoff_v1"(k text)
+RETURNS void LANGUAGE plpgsql AS $fn$
+DECLARE
+	w record;
+	f bigint;
+	e timestamptz;
+BEGIN
+	FOR w IN SELECT token, mode, owner, ttl FROM {q} WHERE "key" = k AND expires_at > {now} ORDER BY seq LOOP
+		IF EXISTS (SELECT 1 FROM {t} WHERE "key" = k AND owner <> '' AND expires_at > {now})
+			OR EXISTS (SELECT 1 FROM {h} x WHERE x."key" = k AND x.expires_at > {now} AND ({admits:x} >> w.mode) & 1 = 0) THEN
+			RETURN;
+		END IF;
+		IF w.owner = '' OR w.ttl <= 0 OR EXISTS (SELECT 1 FROM {h} WHERE "key" = k AND owner = w.owner AND expires_at > {now}) THEN
+			PERFORM pg_notify('{tn}', w.token);
+			RETURN;
+		END IF;
+		DELETE FROM {q} WHERE "key" = k AND token = w.token;
+		CONTINUE WHEN NOT FOUND;
+		DELETE FROM {h} WHERE "key" = k AND expires_at <= {now};
+		f := nextval('"{tn}_fence"');
+		e := {now} + w.ttl{ms};
+		IF w.mode = 0 THEN
+			DELETE FROM {t} WHERE "key" = k;
+			INSERT INTO {t} ("key", owner, fence, holds, ids, expires_at) VALUES (k, w.owner, f, 1, ' ' || w.token || ' ', e);
+		ELSE
+			INSERT INTO {h} ("key", owner, mode, fence, holds, ids, expires_at) VALUES (k, w.owner, w.mode, f, 1, ' ' || w.token || ' ', e);
+			INSERT INTO {t} AS l ("key", owner, fence, holds, ids, expires_at) VALUES (k, '', f, 1, ' ', e)
+				ON CONFLICT ("key") DO UPDATE SET owner = '', fence = f, holds = 1, ids = ' ', expires_at = GREATEST(l.expires_at, e);
+		END IF;
+		PERFORM pg_notify('{tn}', w.token || ' ' || f);
+	END LOOP;
 END $fn$;`
 )

@@ -65,8 +65,13 @@ type sqlDriver struct {
 	batches bool
 	gate    chan struct{} // if set, held around every statement (see fileState)
 	local   *localQueue   // where waiters poll: this process's waiters in order
-	gates   *gates        // MySQL: wakes waiters here on releases elsewhere
-	stop    func()        // ends the dialect's background work (LISTEN, file refs)
+	// handoffs: the grants that releases handed to this process's
+	// waiters (Postgres with LISTEN; nil elsewhere).
+	handoffs *handoffs
+	// listening reports whether the LISTEN connection is up (Listening).
+	listening func() bool
+	gates     *gates // MySQL: wakes waiters here on releases elsewhere
+	stop      func() // ends the dialect's background work (LISTEN, file refs)
 	// laneOff: the fast lane (modefast.go) is not to be had here: its
 	// routines could not be made, or this user may not run them.
 	laneOff atomic.Bool

@@ -163,3 +163,11 @@ func signal(c chan struct{}) {
 	default: // a wake is already pending
 	}
 }
+
+// Waiting reports whether key has a waiter here: a notification that
+// carries something for its waiter (a hand-off's fence) is kept only then.
+func (h *Hub) Waiting(key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.keys[key] != nil
+}

@@ -1,0 +1,221 @@
+package sql
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
+	"github.com/locker-go/locker/internal/testenv"
+)
+
+// pgHandoff opens a Postgres Locker and its driver for a hand-off test.
+func pgHandoff(t *testing.T) (locker.Locker, *sqlDriver) {
+	t.Helper()
+	l, err := Open(t.Context(), testenv.URL(t, "LOCKER_TEST_POSTGRES").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l, driverOf(l)
+}
+
+func (h *handoffs) count() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.taken
+}
+
+// A release hands the key to the waiters it admits, in queue order: an
+// Exclusive holder's release to the run of readers at the head (not to
+// the writer behind them, nor the reader behind that writer), the last
+// reader's to the writer, the writer's to the last reader. Each learns of
+// its grant from the notification alone, with a fence above the last.
+func TestPostgresHandsOff(t *testing.T) {
+	t.Parallel()
+	l, d := pgHandoff(t)
+	ctx := t.Context()
+	key := "handoff-" + rand.Text()
+	first, err := l.Lock(ctx, key, locker.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		name  string
+		lease locker.Lease
+		err   error
+	}
+	got := make(chan result, 5)
+	order := []struct {
+		name   string
+		shared bool
+	}{{"r1", true}, {"r2", true}, {"r3", true}, {"w", false}, {"r4", true}}
+	for i, w := range order {
+		opts := []locker.Option{locker.WithTTL(time.Minute)}
+		if w.shared {
+			opts = append(opts, locker.Shared())
+		}
+		go func() {
+			lease, err := l.Lock(ctx, key, opts...)
+			got <- result{w.name, lease, err}
+		}()
+		waitFor(t, w.name+" queued", func() bool { return queued(t, d, key) == i+1 })
+	}
+	before := d.handoffs.count()
+	last := first.Fence()
+	take := func(want ...string) []locker.Lease {
+		t.Helper()
+		var leases []locker.Lease
+		for range want {
+			r := <-got
+			if r.err != nil {
+				t.Fatalf("%s: %v", r.name, r.err)
+			}
+			if r.lease.Fence() <= last {
+				t.Fatalf("%s's fence %d, not above %d", r.name, r.lease.Fence(), last)
+			}
+			leases = append(leases, r.lease)
+		}
+		for _, lease := range leases {
+			last = max(last, lease.Fence())
+		}
+		select {
+		case r := <-got:
+			t.Fatalf("%s granted too, with %v", r.name, want)
+		default:
+		}
+		return leases
+	}
+	unlock := func(leases ...locker.Lease) {
+		t.Helper()
+		for _, lease := range leases {
+			if err := lease.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	unlock(first)
+	readers := take("r1", "r2", "r3")
+	if n := d.handoffs.count() - before; n != 3 {
+		t.Fatalf("%d of the 3 readers' grants were hand-offs", n)
+	}
+	if queued(t, d, key) != 2 {
+		t.Fatalf("%d places left, want the writer's and r4's", queued(t, d, key))
+	}
+	unlock(readers...)
+	unlock(take("w")...)
+	unlock(take("r4")...)
+	if n := d.handoffs.count() - before; n != 5 {
+		t.Fatalf("%d of the 5 grants were hand-offs", n)
+	}
+}
+
+// A waiter handed the key as it gives up (its place there, its call
+// abandoned before it heard) does not keep the key: Abandon finds the
+// hold under the call's ID and releases it. A waiter that did not hear
+// of its hand-off finds its grant by its next attempt.
+func TestPostgresHandOffUnheard(t *testing.T) {
+	t.Parallel()
+	l, d := pgHandoff(t)
+	ctx := t.Context()
+	for _, abandon := range []bool{true, false} {
+		key := "handoff-unheard-" + rand.Text()
+		holder, err := l.Lock(ctx, key, locker.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &driver.Request{Key: key, Owner: rand.Text(), ID: rand.Text(), TTL: time.Minute, Queue: true}
+		start := time.Now()
+		if g, err := d.Acquire(ctx, r); err != nil || g.Hold != nil {
+			t.Fatalf("a waiter's attempt: %v (%v), want a place", g.Hold, err)
+		}
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		info, err := l.(locker.Admin).Status(ctx, key)
+		if err != nil || len(info.Holders) != 1 || info.Holders[0].Owner != r.Owner {
+			t.Fatalf("after the release: %+v (%v), want the waiter handed the key", info, err)
+		}
+		if abandon {
+			d.Abandon(ctx, r)
+			if _, err := l.(locker.Admin).Status(ctx, key); !errors.Is(err, locker.ErrNotHeld) {
+				t.Fatalf("after Abandon: %v, want the key free", err)
+			}
+			continue
+		}
+		g, err := d.Acquire(ctx, r)
+		if err != nil || g.Hold == nil || g.Fence != info.Fence {
+			t.Fatalf("the next attempt: %v fence %d (%v), want the handed fence %d", g.Hold, g.Fence, err, info.Fence)
+		}
+		if !g.Start.IsZero() && g.Start.Before(start) {
+			t.Fatalf("validity from %v, before the call began", g.Start)
+		}
+		if err := g.Hold.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A hand-off heard is valid from the start of the waiter's last attempt
+// that found it waiting, not from when it heard: the release came after
+// that attempt, maybe long before the notification reached it.
+func TestPostgresHandOffValidity(t *testing.T) {
+	t.Parallel()
+	l, d := pgHandoff(t)
+	ctx := t.Context()
+	key := "handoff-validity-" + rand.Text()
+	holder, err := l.Lock(ctx, key, locker.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &driver.Request{Key: key, Owner: rand.Text(), ID: rand.Text(), TTL: time.Minute, Queue: true}
+	wake, stop, err := d.Subscribe(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	start := time.Now()
+	if g, err := d.Acquire(ctx, r); err != nil || g.Hold != nil {
+		t.Fatalf("a waiter's attempt: %v (%v), want a place", g.Hold, err)
+	}
+	attempted := time.Now()
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for heard := false; !heard; { // (the listener's start wakes every waiter too)
+		select {
+		case <-wake:
+			d.handoffs.mu.Lock()
+			_, heard = d.handoffs.m[r.ID]
+			d.handoffs.mu.Unlock()
+		case <-time.After(10 * time.Second):
+			t.Fatal("no hand-off heard within 10s")
+		}
+	}
+	before := d.handoffs.count()
+	g, err := d.Acquire(ctx, r)
+	if err != nil || g.Hold == nil || d.handoffs.count() != before+1 {
+		t.Fatalf("after the wake: %v (%v), hand-offs taken %d, want the handed grant", g.Hold, err, d.handoffs.count()-before)
+	}
+	if g.Start.Before(start) || g.Start.After(attempted) {
+		t.Fatalf("validity from %v, want the waiting attempt's start, in [%v, %v]", g.Start, start, attempted)
+	}
+	if err := g.Hold.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// queued is the number of key's places in the Postgres queue.
+func queued(t *testing.T, d *sqlDriver, key string) int {
+	t.Helper()
+	var n int
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := d.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM locker_locks_queue WHERE "key" = $1`, key).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
