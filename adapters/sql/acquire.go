@@ -145,26 +145,29 @@ func (d *sqlDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan st
 		return t.Subscribe(ctx, r)
 	}
 	wake, stop, err := d.hub.Subscribe(ctx, r.ID)
-	if err == nil && d.handoffs != nil {
-		return wake, func() {
-			stop()
-			d.handoffs.take(r.ID) // one heard after the call's grant
-		}, nil
+	if err != nil {
+		return nil, nil, err
 	}
-	if err != nil || !d.poll {
-		return wake, stop, err
+	if d.poll {
+		d.local.join(r)
 	}
-	d.local.join(r.Key, r.ID, r.Mode)
 	return wake, func() {
 		stop()
-		// The next waiter here is first now: it polls, unless the key is
-		// this call's alone (its release here will wake the next). A
-		// shared grant admits the next too, if compatible: wake it.
-		if d.local.leave(r.Key, r.ID) && (!callOf(r).mayHold || r.Mode != driver.Exclusive) {
-			d.notify(r.Key)
+		if d.poll {
+			// The next waiter here is first now: it polls, unless the key
+			// is this call's alone (its release here will wake the next).
+			// A shared grant admits the next too, if compatible: wake it.
+			if d.local.leave(r.Key, r.ID) && (!callOf(r).mayHold || r.Mode != driver.Exclusive) {
+				d.notify(r.Key)
+			}
+			if d.local.first(r.Key) == "" {
+				d.gates.left(r.Key)
+			}
 		}
-		if d.local.first(r.Key) == "" {
-			d.gates.left(r.Key)
+		if _, ok := d.handoffs.take(r.ID); ok {
+			// Made as the call gave up, or after its grant: Abandon, if
+			// the call failed, releases it (a grant is taken by then).
+			callOf(r).mayHold = true
 		}
 	}, nil
 }
@@ -195,8 +198,11 @@ func (h *hold) refreshOnce() func(context.Context, *hold) (bool, error) {
 }
 
 func (h *hold) releaseOnce() func(context.Context, *hold) (bool, bool, error) {
-	if h.mode != driver.Exclusive {
+	switch {
+	case h.mode != driver.Exclusive:
 		return releaseModal
+	case h.d.handsOffHere() && h.d.local.first(h.key) != "":
+		return releaseHandingOff // waiters here: hand them the key
 	}
 	return h.d.releaseOnce
 }

@@ -133,7 +133,10 @@
 // queue in the process, first come first served: only the first looks at
 // the file, on a backoff of 2 ms doubling to 50 ms (never later than the
 // holder's expiry), to hear other processes' releases; a release in the
-// process wakes the first at once. 400 waiters in one process cost one
+// process wakes the first at once, or hands it the key: a release (or any
+// call that lets waiters in) grants, in its own transaction, the waiters
+// of its process that it admits at the head of the queue, and each takes
+// its grant with no statement. 400 waiters in one process cost one
 // poller, and take the key in arrival order; waiters of different
 // processes get no order among them.
 //

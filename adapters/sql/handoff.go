@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"sync"
@@ -9,21 +10,33 @@ import (
 	"github.com/locker-go/locker/driver"
 )
 
-// A hand-off: where a release grants the key to the waiters it admits
-// (Postgres, pgHandoffFunc), each waiter's notification carries its
-// fence, "token fence", and the waiter's next attempt returns that grant
-// without a statement. The grant is valid from no earlier than the start
-// of the waiter's last attempt that found itself still waiting (a release
-// before that attempt would have let it find the grant), which is where
-// its validity is counted from. Should the notification be lost, the
-// waiter's next attempt finds the hold under its ID, as a retry after a
-// lost reply does.
+// A hand-off: a release grants the key to the waiters it admits, and the
+// waiter's next attempt returns that grant without a statement. On
+// Postgres (pgHandoffFunc) the release grants every waiter it admits, and
+// each waiter's notification carries its fence, "token fence"; the grant
+// is valid from no earlier than the start of the waiter's last attempt
+// that found itself still waiting (a release before that attempt would
+// have let it find the grant), which is where its validity is counted
+// from. Where this process's releases wake its waiters and the database
+// keeps no queue of them (SQLite; Postgres without LISTEN), a modal
+// transaction grants the admitted waiters at the head of the
+// queue that wait in this process (txn.handOff), valid from the
+// transaction's start. Should a waiter not take its hand-off, its next
+// attempt finds the hold under its ID, as a retry after a lost reply does,
+// and Abandon releases it.
 
 // handoffs are the hand-offs heard for this process's waiters, by token.
 type handoffs struct {
 	mu    sync.Mutex
-	m     map[string]uint64
+	m     map[string]handoff
 	taken uint64 // grants taken from hand-offs, for tests and telemetry
+}
+
+// handoff is one grant handed to a waiter: its fence, and when its
+// validity starts (zero: the waiter's last attempt that found it waiting).
+type handoff struct {
+	fence uint64
+	start time.Time
 }
 
 // heard parses a notification's payload, keeping a hand-off's fence if
@@ -44,36 +57,114 @@ func (h *handoffs) heard(payload string, waiting func(token string) bool) string
 	if !waiting(token) {
 		return token
 	}
-	if h.m == nil {
-		h.m = map[string]uint64{}
-	}
-	h.m[token] = f
+	h.give(token, handoff{fence: f})
 	return token
 }
 
+// give keeps token's hand-off. Callers hold h.mu.
+func (h *handoffs) give(token string, g handoff) {
+	if h.m == nil {
+		h.m = map[string]handoff{}
+	}
+	h.m[token] = g
+}
+
 // take returns and forgets token's hand-off, if one was heard.
-func (h *handoffs) take(token string) (uint64, bool) {
+func (h *handoffs) take(token string) (handoff, bool) {
 	if h == nil {
-		return 0, false
+		return handoff{}, false
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	f, ok := h.m[token]
+	g, ok := h.m[token]
 	if ok {
 		delete(h.m, token)
 		h.taken++
 	}
-	return f, ok
+	return g, ok
 }
 
 // handedOff returns r's grant if a release handed the key to it.
 func (d *sqlDriver) handedOff(r *driver.Request, c *call) (driver.Grant, bool) {
-	f, ok := d.handoffs.take(r.ID)
+	g, ok := d.handoffs.take(r.ID)
 	if !ok {
 		return driver.Grant{}, false
 	}
-	hd := &hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, fence: f, ttl: r.TTL, mode: r.Mode}
-	return driver.Grant{Hold: hd, Fence: f, Start: c.waited}, true
+	c.mayHold = true // should the call fail after all (Close came first)
+	hd := &hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, fence: g.fence, ttl: r.TTL, mode: r.Mode}
+	if g.start.IsZero() {
+		g.start = c.waited
+	}
+	return driver.Grant{Hold: hd, Fence: g.fence, Start: g.start}, true
+}
+
+// handed is a grant that a transaction handed to a waiter here.
+type handed struct {
+	id, owner string
+	fence     uint64
+	mode      driver.Mode
+}
+
+// handOff grants, in t, the waiters that s admits at the head of the
+// queue while they wait in this process for a modal grant (a run of
+// readers, or a writer where Exclusive waiters are modal): each is then
+// told at commit (handOver), and takes its grant with no transaction of
+// its own. It stops at the first it cannot grant here (another
+// process's, a re-entry), which is woken as before.
+func (t txn) handOff(ctx context.Context, key string, s *modeState) ([]handed, error) {
+	var out []handed
+	for len(s.wake) > 0 {
+		w := t.d.local.request(key, s.wake[0])
+		if w == nil || !t.d.modal(w) {
+			break
+		}
+		if v, err := s.decide(w, w.ID); err != nil || !v.ok || v.join != nil {
+			break
+		}
+		g, err := t.grant(ctx, w, s, nil) // takes it out of the queue; s.wake is the next
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, handed{id: w.ID, owner: w.Owner, fence: g.Fence, mode: w.Mode})
+	}
+	return out, nil
+}
+
+// handsOffHere reports whether this process's modal transactions hand
+// the key to this process's waiters (txn.handOff): where its releases wake
+// them and the database keeps no queue that a release could grant from.
+func (d *sqlDriver) handsOffHere() bool { return d.poll && !d.queued }
+
+// handOver tells the waiters their hand-offs, valid from start (before
+// the transaction that made them began). A waiter that stopped waiting
+// since (its call ended: granted otherwise, or given up with nothing to
+// abandon) gets none: the grant is released here.
+func (d *sqlDriver) handOver(ctx context.Context, key string, hs []handed, start time.Time) {
+	if len(hs) == 0 {
+		return
+	}
+	var orphans []handed
+	d.handoffs.mu.Lock()
+	for _, h := range hs {
+		// Asked under mu: a waiter's Subscribe stops waiting, then takes
+		// its entry under mu, so each grant is taken or an orphan here.
+		if d.hub.Waiting(h.id) {
+			d.handoffs.give(h.id, handoff{fence: h.fence, start: start})
+		} else {
+			orphans = append(orphans, h)
+		}
+	}
+	d.handoffs.mu.Unlock()
+	for _, h := range hs {
+		d.hub.Notify(h.id)
+	}
+	for _, h := range orphans {
+		// Not here: the caller may hold the gate (SQLite) that a release
+		// takes. The release's retries are bounded by the retry timeout.
+		go func() {
+			_ = (&hold{d: d, key: key, id: h.id, fence: h.fence, mode: h.mode, owner: h.owner}).Release(context.WithoutCancel(ctx))
+		}()
+	}
 }
 
 // waitedSince records that an attempt begun at start found r waiting

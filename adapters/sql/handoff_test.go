@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -32,11 +33,28 @@ func (h *handoffs) count() uint64 {
 // A release hands the key to the waiters it admits, in queue order: an
 // Exclusive holder's release to the run of readers at the head (not to
 // the writer behind them, nor the reader behind that writer), the last
-// reader's to the writer, the writer's to the last reader. Each learns of
-// its grant from the notification alone, with a fence above the last.
-func TestPostgresHandsOff(t *testing.T) {
-	t.Parallel()
-	l, d := pgHandoff(t)
+// reader's to the writer, the writer's to the last reader. Each takes its
+// grant with no statement of its own, with a fence above the last:
+// Postgres's waiters learn it from the release's notification, SQLite's
+// from the release's transaction in their process.
+func TestHandsOff(t *testing.T) {
+	t.Run("Postgres", func(t *testing.T) {
+		t.Parallel()
+		l, d := pgHandoff(t)
+		testHandsOff(t, l, d)
+	})
+	t.Run("SQLite", func(t *testing.T) {
+		t.Parallel()
+		l, err := Open(t.Context(), "sqlite://"+filepath.ToSlash(filepath.Join(t.TempDir(), "handoff.db")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		testHandsOff(t, l, driverOf(l))
+	})
+}
+
+func testHandsOff(t *testing.T, l locker.Locker, d *sqlDriver) {
 	ctx := t.Context()
 	key := "handoff-" + rand.Text()
 	first, err := l.Lock(ctx, key, locker.WithTTL(time.Minute))
@@ -114,20 +132,41 @@ func TestPostgresHandsOff(t *testing.T) {
 }
 
 // A waiter handed the key as it gives up (its place there, its call
-// abandoned before it heard) does not keep the key: Abandon finds the
-// hold under the call's ID and releases it. A waiter that did not hear
-// of its hand-off finds its grant by its next attempt.
-func TestPostgresHandOffUnheard(t *testing.T) {
-	t.Parallel()
-	l, d := pgHandoff(t)
+// abandoned before it took the grant) does not keep the key: Abandon finds
+// the hold under the call's ID and releases it. A waiter that did not take
+// its hand-off (here: it stopped listening first) finds its grant by its
+// next attempt.
+func TestHandOffUntaken(t *testing.T) {
+	t.Run("Postgres", func(t *testing.T) {
+		t.Parallel()
+		l, d := pgHandoff(t)
+		testHandOffUntaken(t, l, d)
+	})
+	t.Run("SQLite", func(t *testing.T) {
+		t.Parallel()
+		l, err := Open(t.Context(), "sqlite://"+filepath.ToSlash(filepath.Join(t.TempDir(), "untaken.db")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		testHandOffUntaken(t, l, driverOf(l))
+	})
+}
+
+func testHandOffUntaken(t *testing.T, l locker.Locker, d *sqlDriver) {
 	ctx := t.Context()
 	for _, abandon := range []bool{true, false} {
-		key := "handoff-unheard-" + rand.Text()
+		key := "handoff-untaken-" + rand.Text()
 		holder, err := l.Lock(ctx, key, locker.WithTTL(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := &driver.Request{Key: key, Owner: rand.Text(), ID: rand.Text(), TTL: time.Minute, Queue: true}
+		r := &driver.Request{Key: key, Owner: rand.Text(), ID: rand.Text(), TTL: time.Minute}
+		_, stop, err := d.Subscribe(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Queue = true
 		start := time.Now()
 		if g, err := d.Acquire(ctx, r); err != nil || g.Hold != nil {
 			t.Fatalf("a waiter's attempt: %v (%v), want a place", g.Hold, err)
@@ -139,6 +178,7 @@ func TestPostgresHandOffUnheard(t *testing.T) {
 		if err != nil || len(info.Holders) != 1 || info.Holders[0].Owner != r.Owner {
 			t.Fatalf("after the release: %+v (%v), want the waiter handed the key", info, err)
 		}
+		stop()
 		if abandon {
 			d.Abandon(ctx, r)
 			if _, err := l.(locker.Admin).Status(ctx, key); !errors.Is(err, locker.ErrNotHeld) {
@@ -218,4 +258,32 @@ func queued(t *testing.T, d *sqlDriver, key string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// A grant handed to a waiter that stopped waiting between the hand-off's
+// transaction and its commit (its call ended with nothing to abandon) is
+// nobody's: handOver releases it.
+func TestHandOffOrphanReleased(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	l, err := Open(ctx, "sqlite://"+filepath.ToSlash(filepath.Join(t.TempDir(), "orphan.db")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	d := driverOf(l)
+	key := "handoff-orphan-" + rand.Text()
+	r := &driver.Request{Key: key, Owner: rand.Text(), ID: rand.Text(), TTL: time.Minute}
+	g, err := d.Acquire(ctx, r) // as a hand-off's transaction grants it
+	if err != nil || g.Hold == nil {
+		t.Fatalf("grant: %v (%v)", g.Hold, err)
+	}
+	d.handOver(ctx, key, []handed{{id: r.ID, owner: r.Owner, fence: g.Fence, mode: r.Mode}}, time.Now())
+	waitFor(t, "the orphaned grant released", func() bool {
+		_, err := l.(locker.Admin).Status(ctx, key)
+		return errors.Is(err, locker.ErrNotHeld)
+	})
+	if _, ok := d.handoffs.take(r.ID); ok {
+		t.Fatal("a hand-off kept for a waiter that is gone")
+	}
 }

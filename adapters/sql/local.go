@@ -23,20 +23,36 @@ import (
 type localQueue struct {
 	mu   sync.Mutex
 	keys map[string][]waiter
+	// handed are the grants that a transaction here handed to waiters
+	// here (handoff.go).
+	handed handoffs
 }
 
 type waiter struct {
 	id   string
 	seq  uint64 // the place in the database's queue; unknown: MaxUint64
 	mode driver.Mode
+	r    *driver.Request // a copy of the call's request, for a hand-off
 }
 
 func newLocalQueue() *localQueue { return &localQueue{keys: map[string][]waiter{}} }
 
-func (q *localQueue) join(key, id string, mode driver.Mode) {
+// join adds r's call to the end of its key's queue.
+func (q *localQueue) join(r *driver.Request) {
+	c := &driver.Request{Key: r.Key, Owner: r.Owner, ID: r.ID, Mode: r.Mode, Space: r.Space, TTL: r.TTL, Queue: true}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.keys[key] = append(q.keys[key], waiter{id, math.MaxUint64, mode})
+	q.keys[r.Key] = append(q.keys[r.Key], waiter{r.ID, math.MaxUint64, r.Mode, c})
+}
+
+// request is the request of id's call waiting for key here, or nil.
+func (q *localQueue) request(key, id string) *driver.Request {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if i := q.index(key, id); i >= 0 {
+		return q.keys[key][i].r
+	}
+	return nil
 }
 
 // run is how many waiters at the head of ws may hold the key together.
@@ -62,13 +78,14 @@ func (q *localQueue) place(key, id string, seq uint64) (first string) {
 	if i < 0 || ws[i].seq == seq {
 		return ""
 	}
-	was, mode := ws[0].id, ws[i].mode
+	was, w := ws[0].id, ws[i]
 	ws = slices.Delete(ws, i, i+1)
 	j := slices.IndexFunc(ws, func(w waiter) bool { return w.seq > seq })
 	if j < 0 {
 		j = len(ws)
 	}
-	ws = slices.Insert(ws, j, waiter{id, seq, mode})
+	w.seq = seq
+	ws = slices.Insert(ws, j, w)
 	q.keys[key] = ws
 	if ws[0].id != was {
 		return ws[0].id
@@ -148,7 +165,7 @@ func (q *localQueue) behind(key, id string, mode driver.Mode) bool {
 	ws := q.keys[key]
 	i := q.index(key, id)
 	if i < 0 {
-		return run(append(slices.Clip(ws), waiter{id, math.MaxUint64, mode})) <= len(ws)
+		return run(append(slices.Clip(ws), waiter{id: id, seq: math.MaxUint64, mode: mode})) <= len(ws)
 	}
 	return i >= run(ws)
 }

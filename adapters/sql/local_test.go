@@ -14,10 +14,10 @@ func TestLocalQueueFirstPolls(t *testing.T) {
 	if !q.polls("k", "a") {
 		t.Fatal("a call that does not wait yet must poll")
 	}
-	q.join("k", "a", x)
-	q.join("k", "b", x)
-	q.join("k", "c", x)
-	q.join("other", "d", x)
+	q.join(&driver.Request{Key: "k", ID: "a", Mode: x})
+	q.join(&driver.Request{Key: "k", ID: "b", Mode: x})
+	q.join(&driver.Request{Key: "k", ID: "c", Mode: x})
+	q.join(&driver.Request{Key: "other", ID: "d", Mode: x})
 	if !q.polls("k", "a") || q.polls("k", "b") || q.polls("k", "c") || !q.polls("other", "d") {
 		t.Fatal("only the first waiter of each key polls")
 	}
@@ -37,9 +37,9 @@ func TestLocalQueueFirstPolls(t *testing.T) {
 
 func TestLocalQueueTakesTheDatabasesOrder(t *testing.T) {
 	q := newLocalQueue()
-	q.join("k", "a", x)
-	q.join("k", "b", x)
-	q.join("k", "c", x)
+	q.join(&driver.Request{Key: "k", ID: "a", Mode: x})
+	q.join(&driver.Request{Key: "k", ID: "b", Mode: x})
+	q.join(&driver.Request{Key: "k", ID: "c", Mode: x})
 	if got := q.place("k", "b", 7); got != "b" {
 		t.Fatalf("b placed, a's place unknown: first = %q, want b", got)
 	}
@@ -59,10 +59,10 @@ func TestLocalQueueTakesTheDatabasesOrder(t *testing.T) {
 func TestLocalQueueLetsARunOfReadersIn(t *testing.T) {
 	q := newLocalQueue()
 	s := driver.Shared
-	q.join("k", "r1", s)
-	q.join("k", "r2", s)
-	q.join("k", "w", x)
-	q.join("k", "r3", s)
+	q.join(&driver.Request{Key: "k", ID: "r1", Mode: s})
+	q.join(&driver.Request{Key: "k", ID: "r2", Mode: s})
+	q.join(&driver.Request{Key: "k", ID: "w", Mode: x})
+	q.join(&driver.Request{Key: "k", ID: "r3", Mode: s})
 	if q.behind("k", "r1", s) || q.behind("k", "r2", s) || !q.behind("k", "w", x) || !q.behind("k", "r3", s) {
 		t.Fatal("r1 and r2 may look; w and r3 behind it wait")
 	}

@@ -30,6 +30,7 @@ func modalToken(r *driver.Request) string {
 // txOnce runs fn once in a transaction that has serialized key, then
 // wakes the waiter fn admitted: by NOTIFY at commit (Postgres), or here.
 func (d *sqlDriver) txOnce(ctx context.Context, key string, fn func(ctx context.Context, t txn, s *modeState) error) error {
+	start := time.Now()
 	tx, err := d.db.BeginTx(ctx, d.txOptions)
 	if err != nil {
 		return err
@@ -46,6 +47,12 @@ func (d *sqlDriver) txOnce(ctx context.Context, key string, fn func(ctx context.
 	if err := fn(ctx, t, s); err != nil {
 		return err
 	}
+	var hs []handed
+	if d.handsOffHere() && len(s.wake) > 0 {
+		if hs, err = t.handOff(ctx, key, s); err != nil {
+			return err
+		}
+	}
 	if len(s.wake) > 0 && d.mq.notify.q != "" {
 		if err := d.mq.notify.exec(ctx, tx, strings.Join(s.wake, " ")); err != nil {
 			return err
@@ -54,6 +61,7 @@ func (d *sqlDriver) txOnce(ctx context.Context, key string, fn func(ctx context.
 	if err := tx.Commit(); err != nil {
 		return err
 	}
+	d.handOver(ctx, key, hs, start)
 	if len(s.wake) > 0 {
 		d.notify(key)
 	}
@@ -278,6 +286,35 @@ func releaseModal(ctx context.Context, h *hold) (ok, freed bool, err error) {
 			err = mq.dropHolder.exec(ctx, t.tx, args...)
 		}
 		if err != nil {
+			return err
+		}
+		freed = len(s.live()) == 0
+		s.admit("")
+		return t.cover(ctx, h.key, s)
+	})
+	return ok, freed, err
+}
+
+// releaseHandingOff is one attempt of an Exclusive hold's release where
+// this process has waiters for the key and they are modal (SQLite): in a
+// modal transaction, whose commit hands the key to them (txn.handOff),
+// where the release statement would only wake them to look.
+func releaseHandingOff(ctx context.Context, h *hold) (ok, freed bool, err error) {
+	err = h.d.txOnce(ctx, h.key, func(ctx context.Context, t txn, s *modeState) error {
+		x := s.header // live or not, as the release statement finds it
+		if x == nil || x.owner == "" || x.owner != h.owner || (h.fence != 0 && x.fence != h.fence) {
+			return nil
+		}
+		ids, had := withoutID(x.ids, h.id)
+		if !had {
+			return nil
+		}
+		ok = true
+		if x.ids, x.holds = ids, x.holds-1; x.holds > 0 {
+			return t.d.mq.setHeader.exec(ctx, t.tx, h.key, x.owner, int64(x.fence), x.holds, x.ids, x.left)
+		}
+		s.header = nil
+		if err := t.d.mq.dropHeader.exec(ctx, t.tx, h.key); err != nil {
 			return err
 		}
 		freed = len(s.live()) == 0

@@ -66,7 +66,8 @@ type sqlDriver struct {
 	gate    chan struct{} // if set, held around every statement (see fileState)
 	local   *localQueue   // where waiters poll: this process's waiters in order
 	// handoffs: the grants that releases handed to this process's
-	// waiters (Postgres with LISTEN; nil elsewhere).
+	// waiters (handoff.go): heard by the LISTEN (Postgres), or made by a
+	// transaction here (where waiters poll).
 	handoffs *handoffs
 	// listening reports whether the LISTEN connection is up (Listening).
 	listening func() bool
@@ -134,6 +135,9 @@ func build(ctx context.Context, gdb *gorm.DB, closeDB func(), cfg config) (*sqlD
 		d.refreshOnce, d.expireOnce = runRefresh, runExpire
 	}
 	if err = d.setup(ctx, d); err == nil {
+		if d.handsOffHere() {
+			d.handoffs = &d.local.handed
+		}
 		err = d.retry(ctx, d.migrateTx, nil)
 	}
 	if err != nil {
