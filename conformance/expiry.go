@@ -176,11 +176,25 @@ func checkKeepAlive(e *env) error {
 	end := time.Now().Add(3 * ttl)
 	tick := time.NewTicker(ttl / 4)
 	defer tick.Stop()
+	refused := 0 // probes that found the key held after its first TTL
 	for time.Now().Before(end) {
 		<-tick.C
-		if lease, err := b.TryLock(e.ctx, key); !errors.Is(err, locker.ErrLocked) {
+		lease, err := b.TryLock(e.ctx, key)
+		switch {
+		case errors.Is(err, locker.ErrLocked):
+			if time.Until(end) < 2*ttl {
+				refused++
+			}
+		case errors.Is(err, locker.ErrUnavailable) && lease == nil:
+			// A slow backend (a loaded CI machine) answers the prober
+			// late: that proves nothing either way, and takes nothing.
+			e.logf("KeepAlive: a probe at %v of 3×TTL: %v", time.Until(end), err)
+		default:
 			return fmt.Errorf("kept-alive key taken at %v of 3×TTL: %v, %v", time.Until(end), lease, err)
 		}
+	}
+	if refused == 0 {
+		return fmt.Errorf("no probe after the first TTL found the key held (every one failed)")
 	}
 	select {
 	case <-held.Done():

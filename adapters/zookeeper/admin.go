@@ -14,15 +14,23 @@ import (
 // Status returns the holders of key in space: the Shared or Exclusive
 // nodes that hold (every node before each is compatible with it). Holds
 // is 1 (the portable Locker counts its own re-entered holds). Expires is
-// zero: the lock lives as long as the holder's session.
+// zero: the lock lives as long as the holder's session. Like List, it
+// sees every lock taken before it was called, through any server.
 func (z *zkDriver) Status(ctx context.Context, space driver.Space, key string) (locker.LockInfo, error) {
+	if err := z.primary.sync(ctx, z.cfg.root); err != nil {
+		return locker.LockInfo{}, backendErr("sync", err)
+	}
 	info, _, err := z.holders(ctx, space, key)
 	return info, err
 }
 
 // List returns the held locks whose keys begin with prefix, in both
-// spaces, reading only the key nodes whose names begin with escape(prefix).
+// spaces, reading only the key nodes whose names begin with escape(prefix),
+// after a sync: the session's server may lag behind the lock's.
 func (z *zkDriver) List(ctx context.Context, prefix string) ([]locker.LockInfo, error) {
+	if err := z.primary.sync(ctx, z.cfg.root); err != nil {
+		return nil, backendErr("sync", err)
+	}
 	names, err := z.primary.children(ctx, z.cfg.root)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, nil
@@ -56,6 +64,9 @@ func (z *zkDriver) List(ctx context.Context, prefix string) ([]locker.LockInfo, 
 // holders are no locks of their own); the next in the queue then hold the
 // key. Each holder's watch on its own node reports its lease lost.
 func (z *zkDriver) ForceUnlock(ctx context.Context, space driver.Space, key string) error {
+	if err := z.primary.sync(ctx, z.cfg.root); err != nil {
+		return backendErr("sync", err)
+	}
 	_, paths, err := z.holders(ctx, space, key)
 	if err != nil {
 		return err

@@ -50,6 +50,17 @@ func ask[T any](ctx context.Context, s *session, fn func() (T, error)) (T, error
 	})
 }
 
+// sync has s's server catch up with the leader as of now, so that a read
+// after it sees every write committed before it, through any session
+// (ZooKeeper's reads are served by the session's server, which may lag).
+func (s *session) sync(ctx context.Context, path string) error {
+	_, err := ask(ctx, s, func() (string, error) { return s.conn.Sync(path) })
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	return err
+}
+
 // children lists path's children.
 func (s *session) children(ctx context.Context, path string) ([]string, error) {
 	return ask(ctx, s, func() ([]string, error) {
