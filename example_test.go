@@ -74,3 +74,41 @@ func ExampleLease_Fence() {
 	fmt.Println(second.Fence() > first.Fence())
 	// Output: true
 }
+
+// A move from one backend to another in three phases: every process on
+// from; then, one by one, on Migration(from, to); then, one by one, on to.
+// Here both are mem lock spaces; with Open, the middle phase is the URL
+// "migrate:?from=" + url.QueryEscape(fromURL) + "&to=" + url.QueryEscape(toURL).
+func ExampleMigration() {
+	ctx := context.Background()
+	from, err := locker.Open(ctx, "mem://example-old")
+	if err != nil {
+		log.Fatal(err)
+	}
+	to, err := locker.Open(ctx, "mem://example-new")
+	if err != nil {
+		log.Fatal(err)
+	}
+	phase1, phase2, phase3 := from, locker.Migration(from, to), to
+
+	old, err := phase1.TryLock(ctx, "invoices") // a process not yet moved
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = phase2.TryLock(ctx, "invoices") // excluded through from
+	fmt.Println("migrating while phase 1 holds:", err != nil)
+	_ = old.Unlock(ctx)
+
+	moving, err := phase2.TryLock(ctx, "invoices")
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = phase3.TryLock(ctx, "invoices") // excluded through to
+	fmt.Println("phase 3 while migrating holds:", err != nil)
+	fmt.Println("fence rose:", moving.Fence() > old.Fence())
+	_ = moving.Unlock(ctx)
+	// Output:
+	// migrating while phase 1 holds: true
+	// phase 3 while migrating holds: true
+	// fence rose: true
+}

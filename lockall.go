@@ -125,6 +125,9 @@ func (p *portable) lockAll(ctx context.Context, keys []string, opts []Option, wa
 	if err != nil {
 		return nil, err
 	}
+	if err := p.floors(o); err != nil {
+		return nil, err
+	}
 	leases, err := p.group(ctx, keys, o, wait)
 	return leases, ctxErr(ctx, keys[0], err)
 }

@@ -94,6 +94,8 @@ type Options struct {
 	Shared bool
 	// Subtree says the key is a path whose whole subtree is locked: see Subtree.
 	Subtree bool
+	// FenceFloor is a fence that a new grant must exceed: see WithFenceFloor.
+	FenceFloor uint64
 }
 
 // Option configures one Lock or TryLock call.
@@ -110,6 +112,12 @@ func WithKeepAlive(on bool) Option { return func(o *Options) { o.KeepAlive = on 
 func WithOwner(id string) Option {
 	return func(o *Options) { o.Owner, o.StableOwner = id, true }
 }
+
+// WithFenceFloor asks that the lease's fence be above floor if the key
+// passes to a new owner (a re-entry keeps its fence), as Migration asks of
+// its new side. A Locker whose backend cannot honour it (see FenceRaiser)
+// answers an error matching errors.ErrUnsupported, taking nothing.
+func WithFenceFloor(floor uint64) Option { return func(o *Options) { o.FenceFloor = floor } }
 
 // Shared asks for a shared (read) lease: any number of shared leases hold
 // a key together, while an exclusive lease excludes every other. Writers

@@ -28,6 +28,7 @@ func New(d driver.Driver) Locker {
 	p := &portable{d: d, set: newLeaseSet(), reentries: newReentries()}
 	p.notifier, _ = d.(driver.Notifier)
 	p.batcher, _ = d.(driver.Batcher)
+	p.floorer, _ = d.(driver.FenceFloorer)
 	_, p.modes = d.(driver.ModeKeeper)
 	if a, ok := d.(driver.Admin); ok {
 		return &adminLocker{portable: p, admin: a}
@@ -38,9 +39,10 @@ func New(d driver.Driver) Locker {
 // portable implements Locker over a driver.
 type portable struct {
 	d         driver.Driver
-	notifier  driver.Notifier // nil if d cannot notify
-	batcher   driver.Batcher  // nil if d takes keys one at a time
-	modes     bool            // d is a driver.ModeKeeper
+	notifier  driver.Notifier     // nil if d cannot notify
+	batcher   driver.Batcher      // nil if d takes keys one at a time
+	floorer   driver.FenceFloorer // nil if d cannot keep fences above a floor
+	modes     bool                // d is a driver.ModeKeeper
 	set       *leaseSet
 	reentries *reentries // holds re-entered through this Locker (driver.Reenterer)
 }
@@ -62,6 +64,9 @@ func (p *portable) call(ctx context.Context, key string, opts []Option, wait boo
 		return nil, err
 	}
 	defer end()
+	if err := p.floors(o); err != nil {
+		return nil, err
+	}
 	if o.Subtree {
 		leases, err := p.group(ctx, []string{key}, o, wait)
 		if err != nil {
@@ -85,7 +90,7 @@ func (p *portable) call(ctx context.Context, key string, opts []Option, wait boo
 func (p *portable) request(space driver.Space, key string, mode driver.Mode, o Options, wait bool) *driver.Request {
 	return &driver.Request{
 		Key: key, Owner: o.Owner, Mode: mode, Space: space, Reentrant: o.StableOwner, ID: rand.Text(),
-		TTL: o.TTL, KeepAlive: o.KeepAlive, Wait: wait,
+		TTL: o.TTL, KeepAlive: o.KeepAlive, Wait: wait, Floor: o.FenceFloor,
 	}
 }
 

@@ -73,6 +73,7 @@ func Checks() []Check {
 		check("SubtreeExclusion", checkSubtreeExclusion),
 		check("LockAllNoDeadlock", checkLockAllNoDeadlock),
 		check("LockAllAtomic", checkLockAllAtomic),
+		check("FenceFloor", checkFenceFloor),
 	}
 }
 

@@ -68,6 +68,10 @@ type Request struct {
 	// Queue is set once the call listens for notifications (Notifier): a
 	// refused attempt may then take, and keep, a place in the key's queue.
 	Queue bool
+	// Floor, if not zero, is a fence the grant must exceed if it is a new
+	// grant of the key (a FenceFloorer's concern: the portable Locker
+	// sends it to no other driver).
+	Floor uint64
 	// State is the driver's own, kept between the attempts of one call.
 	State any
 }
@@ -136,6 +140,19 @@ type Reenterer interface {
 	// Reenter leaves nothing to undo, and may be called after the lease of
 	// this very Hold was released, while another lease shares it.
 	Reenter(ctx context.Context, r *Request) (Grant, error)
+}
+
+// FenceFloorer is implemented by drivers that can keep a key's fences
+// above a floor: what a Migration needs of both of its sides, so that a
+// key's fences keep rising as processes move from one backend to the
+// other, whatever each backend's own counter was. A driver without it
+// cannot be migrated to or from (the Locker answers errors.ErrUnsupported).
+// Besides RaiseFence, it honours Request.Floor in Acquire.
+type FenceFloorer interface {
+	// RaiseFence makes every later new grant of key in space carry a fence
+	// above floor; the fences of live holds are unchanged. Raising to a
+	// floor below the key's counter changes nothing.
+	RaiseFence(ctx context.Context, space Space, key string, floor uint64) error
 }
 
 // Batcher is implemented by drivers that can take several keys in one

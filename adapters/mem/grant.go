@@ -117,7 +117,7 @@ func (s *lockSpace) apply(r *driver.Request, v verdict, now time.Time) driver.Gr
 	e.leave(r.ID)
 	hd := v.join
 	if hd == nil {
-		s.fence++
+		s.fence = max(s.fence, r.Floor) + 1
 		hd = &holder{owner: r.Owner, mode: r.Mode, holds: map[string]bool{}, fence: s.fence}
 		e.holders[r.Mode][r.Owner] = hd
 	}

@@ -67,14 +67,16 @@ func spaceNamed(n string) *lockSpace {
 	return s
 }
 
-// memDriver implements driver.Driver, ModeKeeper, Batcher, Notifier and Admin.
+// memDriver implements driver.Driver, ModeKeeper, Batcher, Notifier,
+// FenceFloorer and Admin.
 type memDriver struct{ s *lockSpace }
 
 var (
-	_ driver.ModeKeeper = (*memDriver)(nil)
-	_ driver.Batcher    = (*memDriver)(nil)
-	_ driver.Notifier   = (*memDriver)(nil)
-	_ driver.Admin      = (*memDriver)(nil)
+	_ driver.FenceFloorer = (*memDriver)(nil)
+	_ driver.ModeKeeper   = (*memDriver)(nil)
+	_ driver.Batcher      = (*memDriver)(nil)
+	_ driver.Notifier     = (*memDriver)(nil)
+	_ driver.Admin        = (*memDriver)(nil)
 )
 
 func newDriver(n string) *memDriver { return &memDriver{s: spaceNamed(n)} }
@@ -247,4 +249,13 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// RaiseFence raises the space's one counter: every key's later fences are
+// above floor (a request's Floor raises it the same way, in apply).
+func (d *memDriver) RaiseFence(_ context.Context, _ driver.Space, _ string, floor uint64) error {
+	d.s.mu.Lock()
+	defer d.s.mu.Unlock()
+	d.s.fence = max(d.s.fence, floor)
+	return nil
 }

@@ -85,6 +85,11 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 			return driver.Grant{}, err
 		}
 	}
+	return d.pace(r, c, g, token), nil
+}
+
+// pace sets when a refused call looks again.
+func (d *sqlDriver) pace(r *driver.Request, c *call, g driver.Grant, token string) driver.Grant {
 	// Retry 0: the key came free with nobody ahead (a release that raced
 	// our queueing, its NOTIFY missed): look again at once.
 	if token != "" {
@@ -99,7 +104,7 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 		}
 		c.backoff = min(2*c.backoff, pollMax)
 	}
-	return g, nil
+	return g
 }
 
 // token is the call's place in the key's queue: its ID once it listens

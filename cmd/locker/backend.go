@@ -105,6 +105,9 @@ func addressOf(raw string) string {
 	if u.Host != "" {
 		return u.Host
 	}
+	if q := u.Query(); strings.EqualFold(u.Scheme, "migrate") && q.Has("from") {
+		return addressOf(q.Get("from")) + " and " + addressOf(q.Get("to"))
+	}
 	if u.Opaque != "" {
 		return u.Opaque
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -43,17 +44,19 @@ func TestPasswordsAreRedacted(t *testing.T) {
 	t.Parallel()
 	const secret = "hunter2-s3cr3t-pw"
 	env := testEnv(t)
-	for name, url := range map[string]string{
+	for name, u := range map[string]string{
 		"postgres password": "postgres://locker:" + secret + "@127.0.0.1:1/locker?sslmode=disable&connect_timeout=2",
 		"redis password":    "redis://:" + secret + "@127.0.0.1:1",
 		"password param":    "postgres://127.0.0.1:1/locker?password=" + secret + "&connect_timeout=2",
+		"migrate from":      "migrate:?from=" + url.QueryEscape("redis://:"+secret+"@127.0.0.1:1") + "&to=" + url.QueryEscape("mem://redacted"),
+		"migrate to":        "migrate:?from=" + url.QueryEscape("mem://redacted") + "&to=" + url.QueryEscape("postgres://locker:"+secret+"@127.0.0.1:1/locker?sslmode=disable&connect_timeout=2"),
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			for _, args := range [][]string{
-				{"run", "--backend", url, "k", "--", "true"},
-				{"status", "--backend", url, "k"},
-				{"bench", "--backend", url, "--ops", "1", "--json"},
+				{"run", "--backend", u, "k", "--", "true"},
+				{"status", "--backend", u, "k"},
+				{"bench", "--backend", u, "--ops", "1", "--json"},
 			} {
 				r := cli(t, env, args...)
 				if r.code != exitUnavailable {

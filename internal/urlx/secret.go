@@ -36,10 +36,13 @@ func Redact(u *url.URL) string {
 		switch {
 		case err != nil:
 			c.RawQuery = "…"
-		case slices.ContainsFunc(keys(q), IsParam):
-			for k := range q {
-				if IsParam(k) {
+		case slices.ContainsFunc(keys(q), IsParam) || nests(u):
+			for k, vs := range q {
+				switch {
+				case IsParam(k):
 					q.Set(k, Mask)
+				case nests(u) && len(vs) == 1:
+					q.Set(k, redactNested(vs[0]))
 				}
 			}
 			c.RawQuery = q.Encode()
@@ -55,16 +58,31 @@ func Secrets(u *url.URL) []string {
 	if p, ok := u.User.Password(); ok && p != "" {
 		raw = append(raw, p)
 	}
+	var inner []string // the nested URLs' secrets, in every form
 	if q, err := url.ParseQuery(u.RawQuery); err == nil {
 		for k, vs := range q {
-			if IsParam(k) {
+			switch {
+			case IsParam(k):
 				raw = append(raw, slices.DeleteFunc(vs, func(v string) bool { return v == "" })...)
+			case nests(u):
+				for _, v := range vs {
+					if n, err := url.Parse(v); err == nil {
+						inner = append(inner, Secrets(n)...)
+					}
+				}
 			}
 		}
 	}
 	var all []string
 	for _, s := range raw {
 		for _, f := range []string{s, url.QueryEscape(s), url.PathEscape(s)} {
+			if !slices.Contains(all, f) {
+				all = append(all, f)
+			}
+		}
+	}
+	for _, s := range inner { // and as they appear escaped in the outer URL
+		for _, f := range []string{s, url.QueryEscape(s)} {
 			if !slices.Contains(all, f) {
 				all = append(all, f)
 			}
@@ -89,4 +107,17 @@ func keys(q url.Values) []string {
 		ks = append(ks, k)
 	}
 	return ks
+}
+
+// nests reports whether u's query parameters are URLs of their own (a
+// migrate: URL's from and to), whose credentials are u's too.
+func nests(u *url.URL) bool { return strings.EqualFold(u.Scheme, "migrate") }
+
+// redactNested is Redact of a URL given as a parameter's value.
+func redactNested(v string) string {
+	n, err := url.Parse(v)
+	if err != nil {
+		return "…"
+	}
+	return Redact(n)
 }

@@ -12,6 +12,9 @@ func TestRedactAndScrub(t *testing.T) {
 		"postgres://h/db?password=s3cr/et",
 		"etcd:u:s3cr/et@h",
 		"redis://:s3cr%2Fet@h:1?token=s3cr/et",
+		// a migrate: URL's sides, each query-escaped
+		"migrate:?from=" + url.QueryEscape("redis://:s3cr%2Fet@h:1") + "&to=" + url.QueryEscape("postgres://u:s3cr%2Fet@h:1/db"),
+		"migrate:?from=" + url.QueryEscape("postgres://h/db?password=s3cr/et") + "&to=mem://",
 	} {
 		u, err := url.Parse(raw)
 		if err != nil {
