@@ -3,6 +3,7 @@ package conformance
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/locker-go/locker"
 )
@@ -37,13 +38,59 @@ func checkFenceFloor(e *env) error {
 	if err != nil {
 		return err
 	}
-	return e.askedFloor(a, b, key, last)
+	if err := e.askedFloor(a, b, key, last); err != nil {
+		return err
+	}
+	return e.waitedFloor(r, a, b, key)
+}
+
+// waitedFloor: a waiter queued before a raise and granted after it is
+// fenced above the floor (a Migration raises from's fences while
+// processes that have not moved wait there).
+func (e *env) waitedFloor(r locker.FenceRaiser, a, b locker.Locker, key string) error {
+	held, err := e.tryLock(a, key)
+	if err != nil {
+		return err
+	}
+	type result struct {
+		lease locker.Lease
+		err   error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l, err := e.lock(b, key)
+		got <- result{l, err}
+	}()
+	if adm, ok := a.(locker.Admin); ok {
+		// Where Status counts waiters, raise once it counts this one; a
+		// backend whose Status shows none (a waiter that polls) is raised
+		// after a second, the waiter then likely waiting.
+		_ = eventually(time.Second, "the waiter queued", func() (bool, error) {
+			info, err := adm.Status(e.ctx, key)
+			return err == nil && info.Waiters > 0, err
+		})
+	}
+	floor := held.Fence() + 1<<32
+	if err := r.RaiseFence(e.ctx, key, floor); err != nil {
+		return fmt.Errorf("RaiseFence while a waiter waits: %w", err)
+	}
+	if err := e.unlock(held); err != nil {
+		return err
+	}
+	w := <-got
+	if w.err != nil {
+		return w.err
+	}
+	if w.lease.Fence() <= floor {
+		e.errorf("a waiter queued before RaiseFence(%d) was granted fence %d", floor, w.lease.Fence())
+	}
+	return e.unlock(w.lease)
 }
 
 // raisedFloor raises key's fences above last (a fence of it) by r, and
 // checks b's grant and a re-entry of it; it returns the grant's fence.
 func (e *env) raisedFloor(r locker.FenceRaiser, b locker.Locker, key string, last uint64) (uint64, error) {
-	floor := last + 1<<40
+	floor := last + 1<<32
 	if err := r.RaiseFence(e.ctx, key, floor); err != nil {
 		return 0, fmt.Errorf("RaiseFence: %w", err)
 	}
@@ -57,7 +104,7 @@ func (e *env) raisedFloor(r locker.FenceRaiser, b locker.Locker, key string, las
 	if raised.Fence() <= floor {
 		e.errorf("after RaiseFence(%d), another client's grant has fence %d", floor, raised.Fence())
 	}
-	again, err := e.tryLock(b, key, locker.WithOwner("floor-owner"), locker.WithFenceFloor(raised.Fence()+1<<40))
+	again, err := e.tryLock(b, key, locker.WithOwner("floor-owner"), locker.WithFenceFloor(raised.Fence()+1<<32))
 	if err != nil {
 		return 0, err
 	}
@@ -75,7 +122,7 @@ func (e *env) raisedFloor(r locker.FenceRaiser, b locker.Locker, key string, las
 // askedFloor checks a grant of key by a asking WithFenceFloor above last,
 // and b's next grant above that.
 func (e *env) askedFloor(a, b locker.Locker, key string, last uint64) error {
-	asked := last + 1<<40
+	asked := last + 1<<32
 	above, err := e.tryLock(a, key, locker.WithFenceFloor(asked))
 	if err != nil {
 		return err

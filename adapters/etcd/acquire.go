@@ -27,11 +27,17 @@ type entry struct {
 	r     *driver.Request
 	name  string // the etcd key: prefix + escape(key) + "/" + random
 	lease *etcdLease
+	// offset is the fence offset read as the entry was granted, recorded
+	// the one its record has (floor.go).
+	offset, recorded int64
 }
 
 // Acquire takes r.Key (see the package doc); an entry lost on the way is
 // replaced.
 func (d *etcdDriver) Acquire(ctx context.Context, r *driver.Request) (driver.Grant, error) {
+	if err := d.raiseFor(ctx, r); err != nil {
+		return driver.Grant{}, err
+	}
 	for {
 		g, err := d.attempt(ctx, r)
 		if !errors.Is(err, errRequeue) {
@@ -63,7 +69,7 @@ func (d *etcdDriver) attempt(ctx context.Context, r *driver.Request) (driver.Gra
 	q := d.queue(r.Space, r.Key)
 	en := &entry{d: d, r: r, name: q + rand.Text(), lease: el}
 	r.State = en
-	put := clientv3.OpPut(en.name, record{Owner: r.Owner, Holds: []string{r.ID}, Mode: r.Mode}.encode(), clientv3.WithLease(el.id))
+	put := clientv3.OpPut(en.name, en.record().encode(), clientv3.WithLease(el.id))
 	if !r.Wait || r.Reentrant || r.Mode != driver.Exclusive {
 		if g, done, err := en.tryFirst(ctx, q, put, start); done || err != nil {
 			return g, err
@@ -76,11 +82,12 @@ func (d *etcdDriver) attempt(ctx context.Context, r *driver.Request) (driver.Gra
 	if r.Mode != driver.Exclusive {
 		before = clientv3.OpGet(q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	}
-	resp, err := en.txn(ctx, nil, []clientv3.Op{before, put})
+	resp, err := en.txn(ctx, nil, []clientv3.Op{before, put, d.getFloor(r.Space, r.Key)})
 	if err != nil {
 		return driver.Grant{}, err
 	}
 	mine := resp.Header.Revision
+	en.offset = floorIn(resp, 2)
 	if pred := waitFor(kvs(resp, 0), r.Mode); pred != nil {
 		if err := en.waitTurn(ctx, mine, pred); err != nil {
 			return driver.Grant{}, err
@@ -107,7 +114,7 @@ func (d *etcdDriver) attempt(ctx context.Context, r *driver.Request) (driver.Gra
 func (en *entry) refence(ctx context.Context, created int64) (int64, error) {
 	key, name := en.r.Key, en.name
 	for {
-		resp, err := en.d.txn(ctx, key, nil, []clientv3.Op{clientv3.OpGet(name)})
+		resp, err := en.d.txn(ctx, key, nil, []clientv3.Op{clientv3.OpGet(name), en.d.getFloor(en.r.Space, key)})
 		if err != nil {
 			return 0, err
 		}
@@ -119,6 +126,8 @@ func (en *entry) refence(ctx context.Context, created int64) (int64, error) {
 		if err != nil {
 			return 0, errRequeue
 		}
+		en.offset = floorIn(resp, 1)
+		rec.Offset = en.offset
 		// The fence is a write's revision: above every write before it,
 		// the releases that let this node go included.
 		touch, err := en.d.txn(ctx, key, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(name), "=", kv[0].ModRevision)},
@@ -131,6 +140,7 @@ func (en *entry) refence(ctx context.Context, created int64) (int64, error) {
 		}
 		rec.Fence = touch.Header.Revision
 		if ok, err := en.d.rewrite(ctx, key, name, rec.Fence, rec); ok || err != nil {
+			en.recorded = en.offset
 			return rec.Fence, err
 		}
 	}
@@ -161,11 +171,13 @@ func (en *entry) tryFirst(ctx context.Context, q string, put clientv3.Op, start 
 	if r.Reentrant || r.Mode != driver.Exclusive {
 		get = clientv3.OpGet(q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	}
-	resp, err := en.txn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(q), "=", 0).WithPrefix()}, []clientv3.Op{put}, get)
+	resp, err := en.txn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(q), "=", 0).WithPrefix()},
+		[]clientv3.Op{put, en.d.getFloor(r.Space, r.Key)}, get)
 	if err != nil {
 		return driver.Grant{}, true, err
 	}
 	if resp.Succeeded {
+		en.offset = floorIn(resp, 1)
 		g, err = en.take(ctx, resp.Header.Revision, resp.Header.Revision, start)
 		return g, true, err
 	}
@@ -187,11 +199,12 @@ func (en *entry) tryFirst(ctx context.Context, q string, put clientv3.Op, start 
 	if r.Mode != driver.Exclusive && lastIncompatible(entries, r.Mode) == nil {
 		// Compatible with every entry: in, unless one came since the read.
 		since := clientv3.Compare(clientv3.CreateRevision(q), "<", resp.Header.Revision+1).WithPrefix()
-		put, err := en.txn(ctx, []clientv3.Cmp{since}, []clientv3.Op{put})
+		put, err := en.txn(ctx, []clientv3.Cmp{since}, []clientv3.Op{put, en.d.getFloor(r.Space, r.Key)})
 		switch {
 		case err != nil:
 			return driver.Grant{}, true, err
 		case put.Succeeded:
+			en.offset = floorIn(put, 1)
 			g, err = en.take(ctx, put.Header.Revision, put.Header.Revision, start)
 			return g, true, err
 		}
@@ -220,6 +233,10 @@ func (en *entry) txn(ctx context.Context, cmp []clientv3.Cmp, then []clientv3.Op
 // fence. The etcd lease is first made known to outlive the lease's first
 // deadline by a good margin, and the validity is never longer than that.
 func (en *entry) take(ctx context.Context, created, fence int64, start time.Time) (driver.Grant, error) {
+	if err := en.settle(ctx, created); err != nil {
+		return driver.Grant{}, err
+	}
+	fence += en.offset
 	need := en.r.TTL * 2 / 3
 	if !en.r.KeepAlive {
 		need = en.r.TTL // nobody will renew it: give it its whole TTL
@@ -250,6 +267,7 @@ func (d *etcdDriver) reenter(ctx context.Context, r *driver.Request, kv *mvccpb.
 	if err := d.addHold(ctx, r.Key, en.name, kv.ModRevision, rec, r.ID); err != nil {
 		return driver.Grant{}, err
 	}
+	en.offset, en.recorded = rec.Offset, rec.Offset // the fence it was granted
 	return en.take(ctx, kv.CreateRevision, cmp.Or(rec.Fence, kv.CreateRevision), start)
 }
 

@@ -84,7 +84,7 @@ func (d *etcdDriver) info(ctx context.Context, key string, space driver.Space, q
 		}
 		h := driver.Holder{Fence: uint64(kv.CreateRevision), Holds: 1, Expires: d.expiry(ctx, kv.Lease, expiries)}
 		if rec, err := decodeRecord(kv.Value); err == nil {
-			h.Owner, h.Holds = rec.Owner, max(1, len(rec.Holds))
+			h.Owner, h.Holds, h.Fence = rec.Owner, max(1, len(rec.Holds)), uint64(fenceOf(kv.CreateRevision, rec))
 		}
 		info.Holders = append(info.Holders, h)
 	}

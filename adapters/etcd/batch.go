@@ -22,6 +22,9 @@ func (d *etcdDriver) AcquireBatch(ctx context.Context, rs []*driver.Request) ([]
 	if rs[0].Reentrant || !rs[0].KeepAlive {
 		return nil, driver.ErrSkip
 	}
+	if err := d.raiseFor(ctx, rs...); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	el, err := d.leaseFor(ctx, rs[0].TTL, true)
 	if err != nil {
@@ -35,8 +38,11 @@ func (d *etcdDriver) AcquireBatch(ctx context.Context, rs []*driver.Request) ([]
 		ens[i] = &entry{d: d, r: r, name: q + rand.Text(), lease: el}
 		r.State = ens[i] // for Abandon
 		empty = append(empty, clientv3.Compare(clientv3.CreateRevision(q), "=", 0).WithPrefix())
-		puts = append(puts, clientv3.OpPut(ens[i].name, record{Owner: r.Owner, Holds: []string{r.ID}, Mode: r.Mode}.encode(), clientv3.WithLease(el.id)))
+		puts = append(puts, clientv3.OpPut(ens[i].name, ens[i].record().encode(), clientv3.WithLease(el.id)))
 		gets = append(gets, clientv3.OpGet(q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)))
+	}
+	for _, r := range rs { // the offsets: responses len(rs)...
+		puts = append(puts, d.getFloor(r.Space, r.Key))
 	}
 	resp, err := ens[0].txn(ctx, empty, puts, gets...)
 	if err != nil {
@@ -59,6 +65,7 @@ func (d *etcdDriver) AcquireBatch(ctx context.Context, rs []*driver.Request) ([]
 	}
 	gs := make([]driver.Grant, len(rs))
 	for i, en := range ens {
+		en.offset = floorIn(resp, len(rs)+i)
 		if gs[i], err = en.take(ctx, resp.Header.Revision, resp.Header.Revision, start); err != nil {
 			return nil, err
 		}

@@ -55,7 +55,7 @@ func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 // repeated after a failure (a retried Unlock): the drop applies once, and
 // a hold found gone after a failed try counts as released.
 func (h *hold) Release(ctx context.Context) error {
-	err := h.d.dropHold(ctx, h.r.Key, h.name, record{Owner: h.r.Owner, Mode: h.r.Mode}, h.r.ID, h.created)
+	err := h.d.dropHold(ctx, h.r.Key, h.name, record{Owner: h.r.Owner, Mode: h.r.Mode, Offset: h.recorded}, h.r.ID, h.created)
 	switch {
 	case errors.Is(err, locker.ErrNotHeld) && h.unsure:
 		err = nil // the earlier try's write did apply
@@ -104,7 +104,7 @@ func (d *etcdDriver) addHold(ctx context.Context, key, name string, rev int64, r
 // else read it, and rewrite.
 func (d *etcdDriver) dropHold(ctx context.Context, key, name string, who record, hold string, fence int64) error {
 	owner := who.Owner
-	cmp := []clientv3.Cmp{clientv3.Compare(clientv3.Value(name), "=", record{Owner: owner, Holds: []string{hold}, Mode: who.Mode}.encode())}
+	cmp := []clientv3.Cmp{clientv3.Compare(clientv3.Value(name), "=", record{Owner: owner, Holds: []string{hold}, Mode: who.Mode, Offset: who.Offset}.encode())}
 	if fence > 0 {
 		cmp = append(cmp, clientv3.Compare(clientv3.CreateRevision(name), "=", fence))
 	}

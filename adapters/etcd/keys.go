@@ -31,6 +31,9 @@ type record struct {
 	// Fence is a subtree node's fence where it is not its create
 	// revision (see refence); 0: it is.
 	Fence int64 `json:"fence,omitempty"`
+	// Offset is the prefix's fence offset when the entry was granted
+	// (floor.go): its fence is its revision plus Offset.
+	Offset int64 `json:"offset,omitempty"`
 }
 
 // modeOf is the mode of entry kv; one that is not ours excludes all.

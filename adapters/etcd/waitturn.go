@@ -107,6 +107,7 @@ func (en *entry) check(ctx context.Context, mine, at int64) (*mvccpb.KeyValue, i
 	}
 	resp, err := en.d.txn(ctx, en.r.Key, nil, []clientv3.Op{
 		clientv3.OpGet(en.name, opts...), clientv3.OpGet(en.d.queue(en.r.Space, en.r.Key), append(before, opts...)...),
+		en.d.getFloor(en.r.Space, en.r.Key, opts...), // the offset as of the grant (floor.go)
 	})
 	if err != nil && at > 0 && ctx.Err() == nil {
 		return en.check(ctx, mine, 0)
@@ -120,5 +121,6 @@ func (en *entry) check(ctx context.Context, mine, at int64) (*mvccpb.KeyValue, i
 	if pred := waitFor(kvs(resp, 1), en.r.Mode); pred != nil {
 		return pred, cmp.Or(at, resp.Header.Revision), nil // the revision the read saw
 	}
+	en.offset = floorIn(resp, 2)
 	return nil, 0, nil
 }

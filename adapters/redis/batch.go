@@ -19,6 +19,9 @@ func (d *redisDriver) AcquireBatch(ctx context.Context, rs []*driver.Request) ([
 	if _, cluster := d.client.(*goredis.ClusterClient); cluster && !hashTagged(d.prefix) {
 		return nil, driver.ErrSkip
 	}
+	if err := d.raiseFor(ctx, rs...); err != nil {
+		return nil, err
+	}
 	ttl := max(rs[0].TTL.Milliseconds(), 1)
 	keys := []string{d.fenceKey()}
 	args := []any{rs[0].Owner, ttl}

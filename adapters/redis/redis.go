@@ -178,6 +178,9 @@ func (d *redisDriver) place(r *driver.Request) string {
 // hold and, once the call listens (r.Queue), with its mode its place in
 // the queue.
 func (d *redisDriver) Acquire(ctx context.Context, r *driver.Request) (driver.Grant, error) {
+	if err := d.raiseFor(ctx, r); err != nil {
+		return driver.Grant{}, err
+	}
 	ttl := max(r.TTL.Milliseconds(), 1)
 	call := d.sub.token(r.ID)
 	keys := append(d.keys(r.Space, r.Key), d.fenceKey())

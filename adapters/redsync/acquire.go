@@ -78,6 +78,9 @@ func (d *redlock) check(r *driver.Request) error {
 // that queued may have left waiting marks, and has them removed where it
 // was not granted.
 func (d *redlock) attempt(ctx context.Context, rs []*driver.Request, q queueArgs) ([]driver.Grant, []votes, error) {
+	if err := d.raiseFor(ctx, rs...); err != nil {
+		return nil, nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}

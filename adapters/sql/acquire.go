@@ -22,6 +22,7 @@ type call struct {
 	waited  time.Time     // the start of its last attempt that found it waiting (handoff.go)
 	// modalPlace: the modal path gave the call a place (Abandon leaves it)
 	modalPlace bool
+	raised     bool // the call's Floor was raised to (floor.go)
 }
 
 func callOf(r *driver.Request) *call {
@@ -46,6 +47,11 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 	c := callOf(r)
 	if g, ok := d.handedOff(r, c); ok {
 		return g, nil
+	}
+	if r.Floor > 0 && !c.raised {
+		if err := d.raiseFor(ctx, r); err != nil {
+			return driver.Grant{}, err
+		}
 	}
 	once, token := d.acquireOnce, d.token(r)
 	if d.modal(r) {

@@ -26,6 +26,9 @@ func (d *sqlDriver) AcquireBatch(ctx context.Context, rs []*driver.Request) ([]d
 	if err != nil {
 		return nil, err
 	}
+	if err := t.raiseFor(ctx, rs...); err != nil {
+		return nil, err
+	}
 	order := make([]int, len(rs))
 	for i := range order {
 		order[i] = i

@@ -42,6 +42,7 @@ func myDialect(table string) *dialect {
 			// One parameter, however often the condition names it.
 			list: fill("SELECT l.`key`, l.owner, l.fence, l.holds, l.expires_at FROM {t} l JOIN (SELECT ? AS p) a " +
 				"ON LEFT(l.`key`, LENGTH(a.p)) = a.p WHERE l.expires_at > {now}"),
+			raise: fill(myRaise),
 		},
 		migrate: func(ctx context.Context, tx *dbsql.Tx) error {
 			for _, stmt := range strings.Split(fill(mySchema), ";\n") {

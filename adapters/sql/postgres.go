@@ -43,6 +43,7 @@ func pgDialect(table string) *dialect {
 			expireLane:    fill(`SELECT * FROM "{tn}_xexpire_v1"($1, $2, $3)`),
 			status:        fill(pgInfo + byKey),
 			list:          fill(pgInfo + byPrefix),
+			raise:         fill(pgRaise),
 		},
 		migrate: func(ctx context.Context, tx *dbsql.Tx) error {
 			_, err := tx.ExecContext(ctx, pgAddColumns(fill(pgSchema+";"+pgModeFuncs+pgExclusiveFuncs)))

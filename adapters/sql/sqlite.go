@@ -43,6 +43,7 @@ WHERE "key" = $1 AND owner = $2 AND ($3 = 0 OR fence = $3) AND instr(ids, {id}) 
 			expire: fill(`DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND fence = $3 AND expires_at <= {now} RETURNING 1, 0`),
 			status: fill(sqliteInfo + byKey),
 			list:   fill(sqliteInfo + byPrefix),
+			raise:  fill(sqliteRaise),
 		},
 		migrate: func(ctx context.Context, tx *dbsql.Tx) error {
 			// Tables made before hold ids existed get the column (their

@@ -46,6 +46,9 @@ type queries struct {
 	// status ($1 key) and list ($1 key prefix) select key, owner, fence,
 	// holds, expiry in Unix ms of the live rows.
 	status, list string
+	// raise ($1 floor) raises the table's fence counter to the floor
+	// (floor.go).
+	raise string
 }
 
 // upsert is acquire's conflict clause: a live row of the same owner is
