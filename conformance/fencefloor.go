@@ -41,12 +41,14 @@ func checkFenceFloor(e *env) error {
 	if err := e.askedFloor(a, b, key, last); err != nil {
 		return err
 	}
-	return e.waitedFloor(r, a, b, key)
+	return e.waitedFloor(r, a, b, e.prefix+"never-raised") // its first raise
 }
 
 // waitedFloor: a waiter queued before a raise and granted after it is
 // fenced above the floor (a Migration raises from's fences while
-// processes that have not moved wait there).
+// processes that have not moved wait there), on a key raised for the
+// first time (ZooKeeper waiters then learn of the offset by the raise's
+// writes to the queue).
 func (e *env) waitedFloor(r locker.FenceRaiser, a, b locker.Locker, key string) error {
 	held, err := e.tryLock(a, key)
 	if err != nil {

@@ -6,9 +6,11 @@
 //
 // Each key has a FIFO queue: etcd keys under prefix+escape(key)+"/", one
 // per holder or waiter, ordered by create revision. The lowest holds the
-// lock and its create revision is the fence. An entry's value records its
-// owner and the set of hold ids it carries (several with re-entry under
-// WithOwner), so that a write retried after a lost reply applies once.
+// lock and its create revision is the fence (plus the key's offset, where
+// its fences were raised for a Migration: driver.FenceFloorer, floor.go).
+// An entry's value records its owner and the set of hold ids it carries
+// (several with re-entry under WithOwner), so that a write retried after a
+// lost reply applies once.
 //
 // An entry also records its mode (driver.ModeKeeper): it holds the key
 // once every entry before it is compatible with it, so a shared request

@@ -129,8 +129,17 @@ func (z *zkDriver) describe(ctx context.Context, space driver.Space, key, parent
 			}
 			return locker.LockInfo{}, nil, err
 		}
-		// Mzxid: a subtree node's fence is that of a write after its grant.
-		info.Holders = append(info.Holders, locker.Holder{Owner: string(owner), Fence: uint64(st.Mzxid), Holds: 1})
+		// Mzxid: a subtree node's fence is that of a write after its grant;
+		// plus the key's offset (as of now: raised since, it shows higher).
+		offset, err := readFloor(ctx, z.primary, z.floorPath(space, key))
+		if err != nil {
+			return locker.LockInfo{}, nil, err
+		}
+		fence := st.Czxid
+		if space == driver.Subtree {
+			fence = st.Mzxid // a key's first raise writes it too (floor.go): then it shows higher
+		}
+		info.Holders = append(info.Holders, locker.Holder{Owner: string(owner), Fence: uint64(fence + offset), Holds: 1})
 		paths = append(paths, path)
 	}
 	if len(info.Holders) == 0 {

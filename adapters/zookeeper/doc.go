@@ -35,7 +35,14 @@
 //
 // Fence is the lock node's czxid. Holders take the key in creation order,
 // so the fence strictly increases, also after the key's container was
-// reaped and made again. Re-entry keeps the node, hence the fence.
+// reaped and made again. Re-entry keeps the node, hence the fence. A key
+// whose fences were raised (driver.FenceFloorer, for a Migration) adds
+// its offset, kept in a persistent node "%F<key node>" beside the key
+// nodes (see floor.go).
+//
+// Status: a subtree holder's fence is its node's mzxid, which a key's
+// first raise moves (it writes the queue's nodes), and with the key's
+// offset as of the call: after a raise, it shows above the holder's.
 //
 // # Sessions and TTLs
 //

@@ -33,9 +33,14 @@ var errGone = errors.New("locker/zookeeper: queue node vanished")
 // node is our entry in a key's queue.
 type node struct {
 	parent, name, path string
-	fence              uint64          // its czxid
-	session            int64           // the ephemeral owner: our session when created
-	watch              <-chan zk.Event // exists-watch on the node itself
+	fence              uint64 // its czxid
+	offset             int64  // the key's fence offset as it was granted (floor.go)
+	// floored: the key had an offset when the node was made; touched: a
+	// first raise since may have given it one. Either: read it again at a
+	// grant after a wait.
+	floored, touched bool
+	session          int64           // the ephemeral owner: our session when created
+	watch            <-chan zk.Event // exists-watch on the node itself
 	// changed: the queue changed between our create and its first listing
 	// (a holder may have come and gone unseen: see refence).
 	changed bool
@@ -68,6 +73,9 @@ func persist(ctx context.Context, r *driver.Request, attempt func(context.Contex
 
 // acquire makes one attempt: a session, then the queue.
 func (z *zkDriver) acquire(ctx context.Context, r *driver.Request) (driver.Grant, error) {
+	if err := z.RaiseFence(ctx, r.Space, r.Key, r.Floor); err != nil { // a Migration's: 0 for others
+		return driver.Grant{}, err
+	}
 	s, err := z.session(ctx, r.TTL)
 	if err != nil {
 		return driver.Grant{}, err
@@ -88,7 +96,7 @@ func (z *zkDriver) Abandon(context.Context, *driver.Request) {}
 // queue enters the key's queue once, and grants r the key when our node is
 // first; anything else deletes our node. errGone: queue again.
 func (z *zkDriver) queue(ctx context.Context, s *session, r *driver.Request) (driver.Grant, error) {
-	n, children, err := z.enqueue(ctx, s, z.parent(r.Space, r.Key), r.Owner, r.Mode)
+	n, children, err := z.enqueue(ctx, s, z.parent(r.Space, r.Key), z.floorPath(r.Space, r.Key), r.Owner, r.Mode)
 	if err != nil {
 		return driver.Grant{}, err
 	}
@@ -97,8 +105,12 @@ func (z *zkDriver) queue(ctx context.Context, s *session, r *driver.Request) (dr
 		wait = z.waitModal
 	}
 	waited, err := wait(ctx, s, n, children, !r.Wait)
-	if err == nil && (waited || n.changed) && r.Space == driver.Subtree {
+	refenced := err == nil && (waited || n.changed) && r.Space == driver.Subtree
+	if refenced {
 		err = z.refence(ctx, s, n)
+	}
+	if err == nil && (waited || refenced) && (n.floored || n.touched) { // the offset as of the grant
+		n.offset, err = readFloor(ctx, s, z.floorPath(r.Space, r.Key))
 	}
 	switch {
 	case errors.Is(err, errGone):
@@ -110,12 +122,13 @@ func (z *zkDriver) queue(ctx context.Context, s *session, r *driver.Request) (dr
 		}
 		return driver.Grant{}, err
 	}
+	n.fence += uint64(n.offset)
 	return z.grant(z.newHold(s, n), r)
 }
 
-// enqueue creates our node under parent, then lists the queue and
-// watches our node in parallel.
-func (z *zkDriver) enqueue(ctx context.Context, s *session, parent, owner string, mode driver.Mode) (*node, []string, error) {
+// enqueue creates our node under parent, then lists the queue, watches
+// our node and reads the key's fence offset (at floor) in parallel.
+func (z *zkDriver) enqueue(ctx context.Context, s *session, parent, floor, owner string, mode driver.Mode) (*node, []string, error) {
 	path, err := z.create(ctx, s, parent, owner, mode)
 	if err != nil {
 		return nil, nil, err
@@ -126,13 +139,19 @@ func (z *zkDriver) enqueue(ctx context.Context, s *session, parent, owner string
 		list     *zk.Stat
 		watch    <-chan zk.Event
 	)
+	var offset []byte
 	exists, err := ask(ctx, s, func() (exists bool, err error) {
-		var werr error
+		var werr, ferr error
 		var wg sync.WaitGroup
 		wg.Go(func() { exists, stat, watch, werr = s.conn.ExistsW(path) })
+		wg.Go(func() {
+			if offset, _, ferr = s.conn.Get(floor); errors.Is(ferr, zk.ErrNoNode) {
+				offset, ferr = nil, nil
+			}
+		})
 		children, list, err = s.conn.Children(parent)
 		wg.Wait()
-		return exists, errors.Join(err, werr)
+		return exists, errors.Join(err, werr, ferr)
 	})
 	if err != nil {
 		bounded(z.orphan(s, path, s.conn.SessionID()))
@@ -143,6 +162,11 @@ func (z *zkDriver) enqueue(ctx context.Context, s *session, parent, owner string
 	}
 	n := &node{parent: parent, name: path[len(parent)+1:], path: path, fence: uint64(stat.Czxid), session: stat.EphemeralOwner, watch: watch,
 		changed: list.Pzxid > stat.Czxid}
+	if n.floored = len(offset) > 0; n.floored {
+		if n.offset, err = strconv.ParseInt(string(offset), 10, 64); err != nil {
+			return nil, nil, backendErr("read fence offset", err)
+		}
+	}
 	return n, children, nil
 }
 
@@ -223,6 +247,7 @@ func (z *zkDriver) waitTurn(ctx context.Context, s *session, n *node, children [
 				return true, backendErr("watch predecessor", err)
 			}
 		}
+		n.touched = n.touched || w.touched
 		kept = watches{}
 		if w.pred {
 			kept = watches{name: pred, pred: true, predCh: w.predCh}
@@ -237,9 +262,13 @@ func (z *zkDriver) waitTurn(ctx context.Context, s *session, n *node, children [
 				if ev.Type == zk.EventNodeDeleted && prev == "" {
 					return true, nil
 				}
-			case <-w.prevCh: // list again while the predecessor holds
-			case <-n.watch:
-				return true, errGone // our own node was deleted
+				n.touched = n.touched || ev.Type == zk.EventNodeDataChanged
+			case ev := <-w.prevCh: // list again while the predecessor holds
+				n.touched = n.touched || ev.Type == zk.EventNodeDataChanged
+			case ev := <-n.watch:
+				if err := n.ownEvent(ctx, s, ev); err != nil {
+					return true, err
+				}
 			case <-ctx.Done(): // waiting behind a holder
 				return true, fmt.Errorf("%w: %w", locker.ErrLocked, ctx.Err())
 			}
@@ -264,6 +293,7 @@ type watches struct {
 	name           string // the predecessor's
 	pred, prev     bool
 	predCh, prevCh <-chan zk.Event
+	touched        bool // either was written since made: a raise's touch (floor.go)
 }
 
 // watch sets the watches of waitTurn, in parallel; prev may be "".
@@ -271,12 +301,14 @@ func (s *session) watch(parent, pred, prev string) (watches, error) {
 	w := watches{name: pred}
 	var perr error
 	var wg sync.WaitGroup
+	var pst, st *zk.Stat
 	if prev != "" {
-		wg.Go(func() { w.prev, _, w.prevCh, perr = s.conn.ExistsW(parent + "/" + prev) })
+		wg.Go(func() { w.prev, pst, w.prevCh, perr = s.conn.ExistsW(parent + "/" + prev) })
 	}
 	var err error
-	w.pred, _, w.predCh, err = s.conn.ExistsW(parent + "/" + pred)
+	w.pred, st, w.predCh, err = s.conn.ExistsW(parent + "/" + pred)
 	wg.Wait()
+	w.touched = touched(st) || touched(pst)
 	return w, errors.Join(err, perr)
 }
 

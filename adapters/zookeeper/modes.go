@@ -80,19 +80,24 @@ func (z *zkDriver) waitModal(ctx context.Context, s *session, n *node, children 
 		}
 		var (
 			exists bool
+			st     *zk.Stat
 			ch     <-chan zk.Event
 		)
 		if _, err := ask(ctx, s, func() (_ struct{}, err error) {
-			exists, _, ch, err = s.conn.ExistsW(n.parent + "/" + last)
+			exists, st, ch, err = s.conn.ExistsW(n.parent + "/" + last)
 			return struct{}{}, err
 		}); err != nil {
 			return true, backendErr("watch predecessor", err)
 		}
+		n.touched = n.touched || touched(st)
 		if exists {
 			select {
-			case <-ch:
-			case <-n.watch:
-				return true, errGone // our own node was deleted
+			case ev := <-ch:
+				n.touched = n.touched || ev.Type == zk.EventNodeDataChanged
+			case ev := <-n.watch:
+				if err := n.ownEvent(ctx, s, ev); err != nil {
+					return true, err
+				}
 			case <-ctx.Done(): // waiting behind a holder
 				return true, fmt.Errorf("%w: %w", locker.ErrLocked, ctx.Err())
 			}
