@@ -211,12 +211,8 @@ const checkTimeout = time.Minute
 // *Violation if it does not, another error if ctx ended first or the
 // checker could not decide in time.
 func (r *Recorder) Check(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { r.live.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return fmt.Errorf("history: leases still live: %w", ctx.Err())
+	if err := r.wait(ctx); err != nil {
+		return err
 	}
 	r.mu.Lock()
 	ops := make([]porcupine.Operation, len(r.ops))
