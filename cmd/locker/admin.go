@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -18,28 +19,68 @@ import (
 // returns its Admin side.
 // valid checks the positional arguments before the backend is touched.
 func (e env) adminBackend(ctx context.Context, fs *flag.FlagSet, args []string, valid func(pos []string) error) (*backend, locker.Admin, []string, error) {
+	raw, pos, err := e.adminURL(fs, args, valid)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	b, adm, err := e.openAdmin(ctx, raw, fs.Name())
+	return b, adm, pos, err
+}
+
+// adminURL parses the --backend flag and the positional arguments, which
+// valid checks before any backend is touched, and picks the backend URL.
+func (e env) adminURL(fs *flag.FlagSet, args []string, valid func(pos []string) error) (string, []string, error) {
 	backendFlag := fs.String("backend", "", "backend URL")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
-		return nil, nil, nil, err
+		return "", nil, err
 	}
 	if err := valid(pos); err != nil {
-		return nil, nil, nil, err
+		return "", nil, err
 	}
 	raw, err := e.backendURL(*backendFlag)
-	if err != nil {
-		return nil, nil, nil, err
-	}
+	return raw, pos, err
+}
+
+// openAdmin opens the backend at raw for the command cmd, with its Admin.
+func (e env) openAdmin(ctx context.Context, raw, cmd string) (*backend, locker.Admin, error) {
 	b, err := e.open(ctx, raw)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	adm, ok := b.Locker.(locker.Admin)
 	if !ok {
 		b.Close()
-		return nil, nil, nil, fmt.Errorf("backend %s does not support %s (its Locker has no locker.Admin)", b.shown, fs.Name())
+		return nil, nil, fmt.Errorf("backend %s does not support %s (its Locker has no locker.Admin)", b.shown, cmd)
 	}
-	return b, adm, pos, nil
+	return b, adm, nil
+}
+
+// eachSide runs fn on the backend at raw, or, for a migrate: URL, on each
+// of its sides in turn under a heading: status and list show both.
+func (e env) eachSide(ctx context.Context, raw, cmd string, fn func(b *backend, adm locker.Admin) error) error {
+	from, to, ok := sides(raw)
+	if !ok {
+		b, adm, err := e.openAdmin(ctx, raw, cmd)
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		return fn(b, adm)
+	}
+	var first error
+	for i, side := range []string{from, to} {
+		fmt.Fprintf(e.stdout, "%s %s:\n", [...]string{"from", "to"}[i], redactURL(side))
+		err := e.eachSide(ctx, side, cmd, fn)
+		var code exitCode
+		if err != nil && !errors.As(err, &code) {
+			return err
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -51,27 +92,28 @@ func (e env) status(ctx context.Context, args []string) error {
 	defer cancel()
 	fs := newFlags("status")
 	subtree := fs.Bool("subtree", false, "KEY is the path of a subtree lock")
-	b, adm, pos, err := e.adminBackend(ctx, fs, args, oneKey("status", subtree))
+	raw, pos, err := e.adminURL(fs, args, oneKey("status", subtree))
 	if err != nil {
 		return err
 	}
-	defer b.Close()
-	info, err := adm.Status(ctx, pos[0], spaceOpts(*subtree)...)
-	if errors.Is(err, locker.ErrNotHeld) {
-		fmt.Fprintf(e.stdout, "%q is free\n", pos[0])
-		return exitCode(exitFail)
-	}
-	if err != nil {
-		return b.explain(err)
-	}
-	e.table([]locker.LockInfo{info})
-	return nil
+	return e.eachSide(ctx, raw, "status", func(b *backend, adm locker.Admin) error {
+		info, err := adm.Status(ctx, pos[0], spaceOpts(*subtree)...)
+		if errors.Is(err, locker.ErrNotHeld) {
+			fmt.Fprintf(e.stdout, "%q is free\n", pos[0])
+			return exitCode(exitFail)
+		}
+		if err != nil {
+			return b.explain(err)
+		}
+		e.table([]locker.LockInfo{info})
+		return nil
+	})
 }
 
 func (e env) list(ctx context.Context, args []string) error {
 	ctx, cancel := signalContext(ctx)
 	defer cancel()
-	b, adm, pos, err := e.adminBackend(ctx, newFlags("list"), args, func(pos []string) error {
+	raw, pos, err := e.adminURL(newFlags("list"), args, func(pos []string) error {
 		if len(pos) > 1 {
 			return usageErrorf("list: want at most one PREFIX")
 		}
@@ -80,17 +122,15 @@ func (e env) list(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer b.Close()
-	prefix := ""
-	if len(pos) == 1 {
-		prefix = pos[0]
-	}
-	infos, err := adm.List(ctx, prefix)
-	if err != nil {
-		return b.explain(err)
-	}
-	e.table(infos)
-	return nil
+	prefix := strings.Join(pos, "")
+	return e.eachSide(ctx, raw, "list", func(b *backend, adm locker.Admin) error {
+		infos, err := adm.List(ctx, prefix)
+		if err != nil {
+			return b.explain(err)
+		}
+		e.table(infos)
+		return nil
+	})
 }
 
 func (e env) unlock(ctx context.Context, args []string) error {

@@ -5,6 +5,7 @@
 //	locker status KEY | list [PREFIX] | unlock --force KEY
 //	locker bench --backend URL [--backend URL ...] [--workers N] [--ops N] [--hold D]
 //	locker check --backend URL
+//	locker migrate check --from URL --to URL [--json] [PREFIX]
 //
 // The backend is a URL chosen by --backend, else $LOCKER_BACKEND, else the
 // embedded default: a SQLite file under $XDG_STATE_HOME/locker, so `locker
@@ -38,6 +39,7 @@ const usage = `usage:
   locker unlock --force [--backend URL] [--subtree] KEY
   locker bench [--backend URL ...] [--workers N] [--ops N] [--hold D] [--shared] [--json] [--plot FILE]
   locker check [--backend URL] [--ttl D]
+  locker migrate check --from URL --to URL [--json] [PREFIX]
 
 The backend is --backend, else $LOCKER_BACKEND, else SQLite at
 $XDG_STATE_HOME/locker/locker.db (~/.local/state/locker/locker.db).
@@ -81,6 +83,8 @@ func (e env) main(ctx context.Context, args []string) int {
 		err = e.bench(ctx, args)
 	case "check":
 		err = e.check(ctx, args)
+	case "migrate":
+		err = e.migrate(ctx, args)
 	case "help", "-h", "-help", "--help":
 		e.usage()
 		return 0
