@@ -87,7 +87,7 @@ func (d *etcdDriver) attempt(ctx context.Context, r *driver.Request) (driver.Gra
 		return driver.Grant{}, err
 	}
 	mine := resp.Header.Revision
-	en.offset = floorIn(resp, 2)
+	en.granted(floorIn(resp, 2))
 	if pred := waitFor(kvs(resp, 0), r.Mode); pred != nil {
 		if err := en.waitTurn(ctx, mine, pred); err != nil {
 			return driver.Grant{}, err
@@ -126,7 +126,7 @@ func (en *entry) refence(ctx context.Context, created int64) (int64, error) {
 		if err != nil {
 			return 0, errRequeue
 		}
-		en.offset = floorIn(resp, 1)
+		en.granted(floorIn(resp, 1))
 		rec.Offset = en.offset
 		// The fence is a write's revision: above every write before it,
 		// the releases that let this node go included.
@@ -177,7 +177,7 @@ func (en *entry) tryFirst(ctx context.Context, q string, put clientv3.Op, start 
 		return driver.Grant{}, true, err
 	}
 	if resp.Succeeded {
-		en.offset = floorIn(resp, 1)
+		en.granted(floorIn(resp, 1))
 		g, err = en.take(ctx, resp.Header.Revision, resp.Header.Revision, start)
 		return g, true, err
 	}
@@ -204,7 +204,7 @@ func (en *entry) tryFirst(ctx context.Context, q string, put clientv3.Op, start 
 		case err != nil:
 			return driver.Grant{}, true, err
 		case put.Succeeded:
-			en.offset = floorIn(put, 1)
+			en.granted(floorIn(put, 1))
 			g, err = en.take(ctx, put.Header.Revision, put.Header.Revision, start)
 			return g, true, err
 		}

@@ -65,7 +65,7 @@ func (d *etcdDriver) AcquireBatch(ctx context.Context, rs []*driver.Request) ([]
 	}
 	gs := make([]driver.Grant, len(rs))
 	for i, en := range ens {
-		en.offset = floorIn(resp, len(rs)+i)
+		en.granted(floorIn(resp, len(rs)+i))
 		if gs[i], err = en.take(ctx, resp.Header.Revision, resp.Header.Revision, start); err != nil {
 			return nil, err
 		}

@@ -59,6 +59,8 @@ type etcdDriver struct {
 	kick    chan struct{}       // an orphan was added
 	sweeper sync.WaitGroup
 	started sync.Once // the sweep
+
+	offsets offsetCache // the fence offsets last seen on raised keys (floor.go)
 }
 
 // New returns a Locker over an existing client. Close leaves the client

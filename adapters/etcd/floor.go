@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -69,21 +70,60 @@ func (d *etcdDriver) RaiseFence(ctx context.Context, space driver.Space, key str
 		if kv := kvs(resp, 0); len(kv) > 0 {
 			rev = kv[0].ModRevision
 		}
-		if floorIn(resp, 0) >= want {
+		if cur := floorIn(resp, 0); cur >= want {
+			d.offsets.saw(fk, cur)
 			return nil
 		}
 		set, err := d.txn(ctx, key, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(fk), "=", rev)},
 			[]clientv3.Op{clientv3.OpPut(fk, strconv.FormatInt(want, 10))})
 		if err != nil || set.Succeeded {
+			if err == nil {
+				d.offsets.saw(fk, want)
+			}
 			return err
 		}
 	}
 }
 
-// record is the record of a new entry of en's call (with no offset: a
-// grant with one records it, settle).
+// record is the record of a new entry of en's call, with the offset this
+// driver last saw on its key (a grant with another rewrites it: settle).
 func (en *entry) record() record {
-	return record{Owner: en.r.Owner, Holds: []string{en.r.ID}, Mode: en.r.Mode}
+	en.recorded = en.d.offsets.get(en.d.floorKey(en.r.Space, en.r.Key))
+	return record{Owner: en.r.Owner, Holds: []string{en.r.ID}, Mode: en.r.Mode, Offset: en.recorded}
+}
+
+// granted notes the offset read as en was granted.
+func (en *entry) granted(off int64) {
+	en.offset = off
+	en.d.offsets.saw(en.d.floorKey(en.r.Space, en.r.Key), off)
+}
+
+// offsetCache is the offsets last seen per key, so that a raised key's
+// new entries are written with theirs: bounded, as keys are many and an
+// offset missing here only costs a rewrite.
+type offsetCache struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+const offsetCacheMax = 4096
+
+func (c *offsetCache) get(k string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[k]
+}
+
+func (c *offsetCache) saw(k string, off int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case off == 0 && c.m[k] == 0:
+		return // the common case: a key never raised
+	case c.m == nil || len(c.m) >= offsetCacheMax:
+		c.m = map[string]int64{}
+	}
+	c.m[k] = off
 }
 
 // fenceOf is the fence of entry kv with record rec.
@@ -101,8 +141,7 @@ func (en *entry) settle(ctx context.Context, created int64) error {
 	if en.offset == en.recorded {
 		return nil
 	}
-	rec := en.record()
-	rec.Offset = en.offset
+	rec := record{Owner: en.r.Owner, Holds: []string{en.r.ID}, Mode: en.r.Mode, Offset: en.offset}
 	if ok, err := en.d.rewrite(ctx, en.r.Key, en.name, created, rec); ok || err != nil {
 		en.recorded = en.offset
 		return err

@@ -121,6 +121,6 @@ func (en *entry) check(ctx context.Context, mine, at int64) (*mvccpb.KeyValue, i
 	if pred := waitFor(kvs(resp, 1), en.r.Mode); pred != nil {
 		return pred, cmp.Or(at, resp.Header.Revision), nil // the revision the read saw
 	}
-	en.offset = floorIn(resp, 2)
+	en.granted(floorIn(resp, 2))
 	return nil, 0, nil
 }
