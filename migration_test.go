@@ -315,3 +315,70 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// The composite shapes go through a Migration: shared leases share both
+// sides, a subtree lock covers its paths on both, LockAll takes every key
+// on both.
+func TestMigrationShapes(t *testing.T) {
+	ctx := t.Context()
+	from, to := spaces(t)
+	mig := locker.Migration(from, to)
+	r1, err := mig.TryLock(ctx, "doc", locker.Shared())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := mig.TryLock(ctx, "doc", locker.Shared())
+	if err != nil {
+		t.Fatalf("a second reader: %v", err)
+	}
+	if r2.Fence() <= r1.Fence() {
+		t.Fatalf("reader fences %d then %d", r1.Fence(), r2.Fence())
+	}
+	for _, side := range []locker.Locker{from, to} {
+		if _, err := side.TryLock(ctx, "doc"); !errors.Is(err, locker.ErrLocked) {
+			t.Fatalf("a writer on a side while migrating readers hold: %v, want ErrLocked", err)
+		}
+	}
+	_ = r1.Unlock(ctx)
+	_ = r2.Unlock(ctx)
+
+	tree, err := mig.TryLock(ctx, "projects/a", locker.Subtree())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, side := range []locker.Locker{from, to} {
+		if _, err := side.TryLock(ctx, "projects/a/docs", locker.Subtree()); !errors.Is(err, locker.ErrLocked) {
+			t.Fatalf("a path below on a side: %v, want ErrLocked", err)
+		}
+	}
+	_ = tree.Unlock(ctx)
+
+	leases, err := locker.LockAll(ctx, mig, []string{"b", "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, side := range []locker.Locker{from, to} {
+		if _, err := locker.TryLockAll(ctx, side, []string{"a"}); !errors.Is(err, locker.ErrLocked) {
+			t.Fatalf("a key of a migrating LockAll on a side: %v, want ErrLocked", err)
+		}
+	}
+	for _, l := range leases {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Close closes both sides.
+func TestMigrationCloseClosesBoth(t *testing.T) {
+	ctx := t.Context()
+	from, to := spaces(t)
+	if err := locker.Migration(from, to).Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, side := range []locker.Locker{from, to} {
+		if _, err := side.TryLock(ctx, "k"); !errors.Is(err, locker.ErrClosed) {
+			t.Fatalf("a side after the Migration's Close: %v, want ErrClosed", err)
+		}
+	}
+}

@@ -83,3 +83,19 @@ func TestMigrateCheck(t *testing.T) {
 		t.Fatalf("migrate check without --to: exit %d, want %d", r.code, exitUsage)
 	}
 }
+
+// `locker run` on a migrate: URL holds the key on both sides while CMD
+// runs, with a fence above from's.
+func TestRunOnAMigrateURL(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	from := "sqlite://" + filepath.ToSlash(filepath.Join(dir, "from.db"))
+	to := "sqlite://" + filepath.ToSlash(filepath.Join(dir, "to.db"))
+	mig := "migrate:?from=" + url.QueryEscape(from) + "&to=" + url.QueryEscape(to)
+	env := testEnv(t)
+	r := cli(t, env, "run", "--backend", mig, "k", "--", "sh", "-c",
+		`"$2" status --backend "$0" k >/dev/null && "$2" status --backend "$1" k >/dev/null && echo "fence $LOCKER_FENCE"`, from, to, bin)
+	if r.code != 0 || !strings.Contains(r.stdout, "fence ") {
+		t.Fatalf("run on a migrate: URL: exit %d, stdout %q, stderr %q; want both sides held while CMD ran", r.code, r.stdout, r.stderr)
+	}
+}
