@@ -15,11 +15,7 @@ var _ driver.FenceFloorer = (*redisDriver)(nil)
 // raiseScript: KEYS the fence counter; ARGV a floor. Raises the counter to
 // the floor (started from the clock first if missing, as the acquire
 // scripts would): every later fence is above it.
-var raiseScript = goredis.NewScript(rediskey.ClockFloor("1") + `
-if tonumber(redis.call('GET', KEYS[1])) < tonumber(ARGV[1]) then
-  redis.call('SET', KEYS[1], ARGV[1])
-end
-return 1`)
+var raiseScript = goredis.NewScript(rediskey.RaiseTo("1", "1") + `return 1`)
 
 // RaiseFence raises the counter that every key's fences come from (one per
 // prefix), so key's later fences are above floor.

@@ -16,11 +16,7 @@ var _ driver.FenceFloorer = (*redlock)(nil)
 
 // raiseScript: KEYS the fence counter; ARGV a floor. Raises the counter to
 // the floor (from the clock first if missing, as the grants would).
-var raiseScript = goredis.NewScript(rediskey.ClockFloor("1") + `
-if tonumber(redis.call('GET', KEYS[1])) < tonumber(ARGV[1]) then
-  redis.call('SET', KEYS[1], ARGV[1])
-end
-return {1}`)
+var raiseScript = goredis.NewScript(rediskey.RaiseTo("1", "1") + `return {1}`)
 
 // RaiseFence raises the counter of a quorum of masters to floor: every
 // later grant's quorum shares a master with it and counts past floor, and

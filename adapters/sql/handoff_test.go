@@ -37,11 +37,15 @@ func (h *handoffs) count() uint64 {
 // grant with no statement of its own, with a fence above the last:
 // Postgres's waiters learn it from the release's notification, SQLite's
 // from the release's transaction in their process.
-func TestHandsOff(t *testing.T) {
+func TestHandsOff(t *testing.T) { onHandOffDialects(t, testHandsOff) }
+
+// onHandOffDialects runs test on Postgres and on SQLite, in parallel: the
+// two ways a release hands the key over.
+func onHandOffDialects(t *testing.T, test func(t *testing.T, l locker.Locker, d *sqlDriver)) {
 	t.Run("Postgres", func(t *testing.T) {
 		t.Parallel()
 		l, d := pgHandoff(t)
-		testHandsOff(t, l, d)
+		test(t, l, d)
 	})
 	t.Run("SQLite", func(t *testing.T) {
 		t.Parallel()
@@ -50,7 +54,7 @@ func TestHandsOff(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = l.Close() })
-		testHandsOff(t, l, driverOf(l))
+		test(t, l, driverOf(l))
 	})
 }
 
@@ -136,22 +140,7 @@ func testHandsOff(t *testing.T, l locker.Locker, d *sqlDriver) {
 // the hold under the call's ID and releases it. A waiter that did not take
 // its hand-off (here: it stopped listening first) finds its grant by its
 // next attempt.
-func TestHandOffUntaken(t *testing.T) {
-	t.Run("Postgres", func(t *testing.T) {
-		t.Parallel()
-		l, d := pgHandoff(t)
-		testHandOffUntaken(t, l, d)
-	})
-	t.Run("SQLite", func(t *testing.T) {
-		t.Parallel()
-		l, err := Open(t.Context(), "sqlite://"+filepath.ToSlash(filepath.Join(t.TempDir(), "untaken.db")))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = l.Close() })
-		testHandOffUntaken(t, l, driverOf(l))
-	})
-}
+func TestHandOffUntaken(t *testing.T) { onHandOffDialects(t, testHandOffUntaken) }
 
 func testHandOffUntaken(t *testing.T, l locker.Locker, d *sqlDriver) {
 	ctx := t.Context()

@@ -34,3 +34,15 @@ if ` + v + ` == 1 then
 end
 `
 }
+
+// RaiseTo is Lua, for a script whose KEYS[n] is a fence counter and
+// ARGV[a] a floor, that raises the counter to the floor (started from the
+// clock first, as ClockFloor does, if missing): every later fence of the
+// counter is above the floor.
+func RaiseTo(n, a string) string {
+	return ClockFloor(n) + `
+if tonumber(redis.call('GET', KEYS[` + n + `])) < tonumber(ARGV[` + a + `]) then
+  redis.call('SET', KEYS[` + n + `], ARGV[` + a + `])
+end
+`
+}
