@@ -21,6 +21,7 @@ type benchResult struct {
 	Backend string  `json:"backend"` // the URL, redacted
 	Label   string  `json:"label"`
 	Workers int     `json:"workers"`
+	Keys    int     `json:"keys"` // the contended phase's keys
 	Ops     int     `json:"ops"`
 	HoldMS  float64 `json:"hold_ms"`
 	// Uncontended: one client locks and unlocks a key of its own.
@@ -30,7 +31,8 @@ type benchResult struct {
 	// every backend offers; RTTx is lock+unlock p50 in multiples of it.
 	RoundTrip float64 `json:"round_trip_ms,omitempty"`
 	RTTx      float64 `json:"rtt_x,omitempty"`
-	// Contended: Workers clients, each its own Locker, take one key in turn.
+	// Contended: Workers clients, each its own Locker, take one key in turn
+	// (Keys keys: the n-th acquisition key n mod Keys).
 	OpsPerSec float64 `json:"contended_ops_per_sec"`
 	WaitP50   float64 `json:"wait_p50_ms"`
 	WaitP99   float64 `json:"wait_p99_ms"`
@@ -46,6 +48,7 @@ type benchResult struct {
 
 type benchConfig struct {
 	workers, ops int
+	keys         int // the contended phase's keys
 	hold         time.Duration
 	shared       bool // also run the read-heavy mix
 }
@@ -55,6 +58,7 @@ func (e env) bench(ctx context.Context, args []string) error {
 	var backends stringsFlag
 	fs.Var(&backends, "backend", "backend URL (repeat to compare backends)")
 	workers := fs.Int("workers", 8, "contending clients, each with its own Locker")
+	keys := fs.Int("keys", 1, "keys the contending workers spread over (1: all on one key)")
 	ops := fs.Int("ops", 1000, "lock+unlock operations per phase")
 	hold := fs.Duration("hold", time.Millisecond, "how long each contended acquisition holds the key")
 	shared := fs.Bool("shared", false, "also measure a read-heavy mix: nine acquisitions in ten shared")
@@ -66,8 +70,8 @@ func (e env) bench(ctx context.Context, args []string) error {
 		return err
 	case len(pos) > 0:
 		return usageErrorf("bench: unexpected argument %q (backends go in --backend URL)", pos[0])
-	case *workers < 1 || *ops < 1 || *hold < 0:
-		return usageErrorf("bench: --workers and --ops must be at least 1, --hold not negative")
+	case *workers < 1 || *ops < 1 || *keys < 1 || *hold < 0:
+		return usageErrorf("bench: --workers, --ops and --keys must be at least 1, --hold not negative")
 	}
 	if len(backends) == 0 {
 		raw, err := e.backendURL("")
@@ -78,7 +82,7 @@ func (e env) bench(ctx context.Context, args []string) error {
 	}
 	ctx, cancel := signalContext(ctx)
 	defer cancel()
-	cfg := benchConfig{workers: *workers, ops: *ops, hold: *hold, shared: *shared}
+	cfg := benchConfig{workers: *workers, ops: *ops, keys: *keys, hold: *hold, shared: *shared}
 	results, first := e.benchAll(ctx, backends, cfg)
 	if *jsonOut {
 		enc := json.NewEncoder(e.stdout)
@@ -117,7 +121,7 @@ func (e env) benchAll(ctx context.Context, backends []string, cfg benchConfig) (
 }
 
 func (e env) benchOne(ctx context.Context, raw string, cfg benchConfig) (benchResult, error) {
-	r := benchResult{Backend: redactURL(raw), Label: shortName(raw), Workers: cfg.workers, Ops: cfg.ops, HoldMS: ms(cfg.hold)}
+	r := benchResult{Backend: redactURL(raw), Label: shortName(raw), Workers: cfg.workers, Keys: max(cfg.keys, 1), Ops: cfg.ops, HoldMS: ms(cfg.hold)}
 	clients := make([]*backend, 0, cfg.workers+1)
 	defer func() {
 		for _, c := range clients {
@@ -154,7 +158,7 @@ func (e env) benchOne(ctx context.Context, raw string, cfg benchConfig) (benchRe
 	for i := range lockers {
 		lockers[i] = clients[i+1].Locker
 	}
-	c, err := workload.Contend(ctx, lockers, prefix+"contended", cfg.ops, cfg.hold, func() { bar.add(1) })
+	c, err := workload.ContendKeys(ctx, lockers, prefix+"contended", r.Keys, cfg.ops, cfg.hold, func() { bar.add(1) })
 	if err != nil {
 		return r, solo.explain(err)
 	}
@@ -236,8 +240,12 @@ func (e env) benchTable(results []benchResult) {
 	w.Flush()
 	if len(results) > 0 {
 		r := results[0]
-		fmt.Fprintf(e.stdout, "\n%d ops per phase; contended: %d workers, each its own client, holding %v. "+
+		over := "one key"
+		if r.Keys > 1 {
+			over = fmt.Sprintf("%d keys, the n-th acquisition key n mod %d", r.Keys, r.Keys)
+		}
+		fmt.Fprintf(e.stdout, "\n%d ops per phase; contended: %d workers, each its own client, holding %v, on %s. "+
 			"RTT× = lock+unlock p50 / one Status query. FAIRNESS = Jain's index of acquisitions per worker (1 = even, %.3f = one worker got all).\n",
-			r.Ops, r.Workers, time.Duration(r.HoldMS*float64(time.Millisecond)), 1/float64(r.Workers))
+			r.Ops, r.Workers, time.Duration(r.HoldMS*float64(time.Millisecond)), over, 1/float64(r.Workers))
 	}
 }

@@ -45,3 +45,24 @@ func TestBenchJSONAndPlot(t *testing.T) {
 		t.Errorf("the plot is not an SVG chart naming %q:\n%s", res.Label, svg)
 	}
 }
+
+// --keys spreads the contended workers over several keys.
+func TestBenchKeys(t *testing.T) {
+	t.Parallel()
+	db := "sqlite://" + filepath.Join(t.TempDir(), "bench.db")
+	r := cli(t, testEnv(t), "bench", "--backend", db, "--ops", "40", "--workers", "4", "--keys", "8", "--json").want(t, 0, "bench")
+	var results []benchResult
+	if err := json.Unmarshal([]byte(r.stdout), &results); err != nil || len(results) != 1 {
+		t.Fatalf("bench --json printed %q: %v", r.stdout, err)
+	}
+	res, sum := results[0], 0
+	for _, n := range res.PerWorker {
+		sum += n
+	}
+	if res.Error != "" || res.Keys != 8 || sum != 40 || res.OpsPerSec <= 0 {
+		t.Fatalf("bench --keys 8: %+v, want 8 keys and 40 acquisitions", res)
+	}
+	if r := cli(t, testEnv(t), "bench", "--backend", db, "--keys", "0"); r.code != exitUsage {
+		t.Fatalf("--keys 0: exit %d, want %d", r.code, exitUsage)
+	}
+}

@@ -37,7 +37,7 @@ const usage = `usage:
   locker status [--backend URL] [--subtree] KEY
   locker list [--backend URL] [PREFIX]
   locker unlock --force [--backend URL] [--subtree] KEY
-  locker bench [--backend URL ...] [--workers N] [--ops N] [--hold D] [--shared] [--json] [--plot FILE]
+  locker bench [--backend URL ...] [--workers N] [--keys N] [--ops N] [--hold D] [--shared] [--json] [--plot FILE]
   locker check [--backend URL] [--ttl D]
   locker migrate check --from URL --to URL [--json] [PREFIX]
 

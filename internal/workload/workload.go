@@ -47,7 +47,22 @@ func (c Contention) Fairness() float64 {
 // if not nil, is called after each acquisition. The first error stops
 // every worker.
 func Contend(ctx context.Context, lockers []locker.Locker, key string, ops int, hold time.Duration, progress func()) (Contention, error) {
-	return contend(ctx, lockers, key, ops, hold, progress, func(int64) []locker.Option { return nil })
+	return ContendKeys(ctx, lockers, key, 1, ops, hold, progress)
+}
+
+// ContendKeys is Contend over keys keys: the n-th acquisition takes key
+// "<key>/<n mod keys>" (key itself when keys is 1), so that the workers
+// spread over the keys, as a service's locks do over its records.
+func ContendKeys(ctx context.Context, lockers []locker.Locker, key string, keys, ops int, hold time.Duration, progress func()) (Contention, error) {
+	return contend(ctx, lockers, keyOf(key, keys), ops, hold, progress, func(int64) []locker.Option { return nil })
+}
+
+// keyOf names the n-th acquisition's key among keys.
+func keyOf(key string, keys int) func(n int64) string {
+	if keys <= 1 {
+		return func(int64) string { return key }
+	}
+	return func(n int64) string { return fmt.Sprintf("%s/%d", key, n%int64(keys)) }
 }
 
 // ReadShare is the share of ReadMix's acquisitions that are shared.
@@ -57,7 +72,7 @@ const ReadShare = 0.9
 // the tenth exclusive (a writer), as a read-heavy service locks.
 func ReadMix(ctx context.Context, lockers []locker.Locker, key string, ops int, hold time.Duration, progress func()) (Contention, error) {
 	shared := []locker.Option{locker.Shared()}
-	return contend(ctx, lockers, key, ops, hold, progress, func(n int64) []locker.Option {
+	return contend(ctx, lockers, keyOf(key, 1), ops, hold, progress, func(n int64) []locker.Option {
 		if n%10 == 0 {
 			return nil
 		}
@@ -65,8 +80,9 @@ func ReadMix(ctx context.Context, lockers []locker.Locker, key string, ops int, 
 	})
 }
 
-// contend is Contend with opts(n) the options of the n-th acquisition.
-func contend(ctx context.Context, lockers []locker.Locker, key string, ops int, hold time.Duration, progress func(), opts func(n int64) []locker.Option) (Contention, error) {
+// contend is Contend with key(n) and opts(n) the key and options of the
+// n-th acquisition.
+func contend(ctx context.Context, lockers []locker.Locker, key func(n int64) string, ops int, hold time.Duration, progress func(), opts func(n int64) []locker.Option) (Contention, error) {
 	var (
 		mu    sync.Mutex
 		res   = Contention{PerOwner: make([]int, len(lockers))}
@@ -89,7 +105,7 @@ func contend(ctx context.Context, lockers []locker.Locker, key string, ops int, 
 		wg.Go(func() {
 			for n := taken.Add(1); n <= int64(ops); n = taken.Add(1) {
 				t0 := time.Now()
-				lease, err := l.Lock(ctx, key, opts(n)...)
+				lease, err := l.Lock(ctx, key(n), opts(n)...)
 				if err != nil {
 					fail(err)
 					return

@@ -27,3 +27,17 @@ func TestFairness(t *testing.T) {
 		}
 	}
 }
+
+func TestKeyOf(t *testing.T) {
+	one, four := keyOf("k", 1), keyOf("k", 4)
+	if one(7) != "k" {
+		t.Errorf("one key: %q, want k", one(7))
+	}
+	seen := map[string]bool{}
+	for n := range int64(8) {
+		seen[four(n)] = true
+	}
+	if len(seen) != 4 || !seen["k/0"] || !seen["k/3"] {
+		t.Errorf("four keys over 8 acquisitions: %v, want k/0 … k/3", seen)
+	}
+}
