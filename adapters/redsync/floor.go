@@ -2,7 +2,6 @@ package redsync
 
 import (
 	"context"
-	"errors"
 	"strconv"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -26,16 +25,7 @@ func (d *redlock) RaiseFence(ctx context.Context, _ driver.Space, _ string, floo
 		return nil
 	}
 	res := d.round(ctx, locker.DefaultTTL, nil, raiseScript, []string{d.counterKey()}, strconv.FormatUint(floor, 10))
-	ok := 0
-	for _, r := range res {
-		if r.err == nil {
-			ok++
-		}
-	}
-	if ok < d.quorum {
-		return locker.Unavailable(errors.Join(nodeErrs(res)...))
-	}
-	return nil
+	return d.outcome(res, 1) // every master that answers raises: short of a quorum, unavailable
 }
 
 // raiseFor raises the counters to the highest Floor of rs, before their
