@@ -65,7 +65,7 @@ func newLease(set *leaseSet, cfg leaseConfig) (*lease, error) {
 		deadline: cfg.Start.Add(cfg.Validity),
 	}
 	l.every = renewEvery(cfg.TTL, cfg.Validity)
-	l.next = cfg.Start.Add(l.every)
+	l.next = l.nextRenewal(cfg.Start)
 	if !set.add(l) {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.TTL)
 		defer cancel()
@@ -115,7 +115,7 @@ func (l *lease) Refresh(ctx context.Context) error {
 		return err
 	}
 	l.mu.Lock()
-	l.next = time.Now().Add(l.every)
+	l.next = l.nextRenewal(time.Now())
 	l.rearm()
 	l.mu.Unlock()
 	return nil
@@ -131,6 +131,12 @@ func (l *lease) refresh(ctx context.Context) error {
 	}
 	start := time.Now()
 	valid, err := l.cfg.Hold.Refresh(ctx)
+	return l.refreshed(start, valid, err)
+}
+
+// refreshed applies the outcome of a renewal that began at start. The
+// caller holds l.op.
+func (l *lease) refreshed(start time.Time, valid time.Duration, err error) error {
 	if errors.Is(err, ErrNotHeld) {
 		l.end(ErrLeaseLost)
 		return ErrNotHeld
@@ -164,6 +170,16 @@ func (l *lease) giveUp() {
 	}
 	defer l.op.unlock()
 	_ = l.cfg.Hold.Release(ctx)
+}
+
+// nextRenewal is when to renew after one at from: a period later, on the
+// batch grid where renewals are batched (align). Callers hold l.mu, or
+// own l alone.
+func (l *lease) nextRenewal(from time.Time) time.Time {
+	if l.set.renew != nil {
+		return align(from.Add(l.every), l.every)
+	}
+	return from.Add(l.every)
 }
 
 // renewEvery is the keep-alive period: a third of the TTL, or half the
@@ -294,7 +310,11 @@ func (l *lease) onTimer() {
 	defer l.mu.Unlock()
 	if l.cfg.KeepAlive && !l.renewing && !l.releasing && !now.Before(l.next) {
 		l.renewing = true
-		go l.renew()
+		if l.set.renew != nil {
+			l.set.renew.add(l)
+		} else {
+			go l.renew()
+		}
 	}
 	l.rearm()
 }
@@ -306,6 +326,11 @@ func (l *lease) renew() {
 	ctx, cancel := context.WithDeadline(l.set.ctx, l.Deadline())
 	err := l.refresh(ctx)
 	cancel()
+	l.renewed(err)
+}
+
+// renewed ends a keep-alive renewal, alone or in a batch, with its outcome.
+func (l *lease) renewed(err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.renewing = false
@@ -313,7 +338,7 @@ func (l *lease) renew() {
 	case errors.Is(err, ErrNotHeld):
 		return // the lease has ended
 	case err == nil:
-		l.next = time.Now().Add(l.every)
+		l.next = l.nextRenewal(time.Now())
 	default:
 		// A failed renewal is retried, a little sooner each time, until
 		// the deadline; the backend may be back before then.

@@ -15,6 +15,7 @@ type leaseSet struct {
 	leases map[*lease]struct{}
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	renew  *renewer // nil: each lease renews alone (no driver.BatchRefresher)
 }
 
 // newLeaseSet returns an empty, open leaseSet.

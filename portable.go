@@ -29,6 +29,9 @@ func New(d driver.Driver) Locker {
 	p.notifier, _ = d.(driver.Notifier)
 	p.batcher, _ = d.(driver.Batcher)
 	p.floorer, _ = d.(driver.FenceFloorer)
+	if b, ok := d.(driver.BatchRefresher); ok {
+		p.set.renew = newRenewer(b, p.set)
+	}
 	_, p.modes = d.(driver.ModeKeeper)
 	if a, ok := d.(driver.Admin); ok {
 		return &adminLocker{portable: p, admin: a}

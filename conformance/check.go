@@ -49,6 +49,7 @@ func Checks() []Check {
 		check("FaultsUnderContention", checkFaultsUnderContention),
 		check("OwnerOnlyRelease", checkOwnerOnlyRelease),
 		check("KeepAlive", checkKeepAlive),
+		check("ManyLeases", checkManyLeases),
 		check("RefreshMovesDeadline", checkRefreshMovesDeadline),
 		check("Reentry", checkReentry),
 		check("Cancellation", checkCancellation),

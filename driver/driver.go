@@ -176,6 +176,27 @@ type Batcher interface {
 	ReleaseBatch(ctx context.Context, hs []Hold) (errs []error, err error)
 }
 
+// BatchRefresher is implemented by drivers that can renew many holds in
+// one backend call: the keep-alive of a Locker with many leases then costs
+// calls per tick, not per lease. The portable Locker gathers the holds
+// whose renewal is due (and those due soon, so that renewals fall on the
+// same ticks) and hands them over together.
+type BatchRefresher interface {
+	// RefreshBatch does what Refresh would do for each of hs, holds this
+	// driver granted, as few backend calls as it can: out[i] is what
+	// hs[i].Refresh would have answered. An out[i].Err of ErrSkip declines
+	// that hold (not the driver's own, say, or in a mode it renews alone):
+	// the Locker refreshes it by itself. An error for the call as a whole
+	// counts as that error for every hold.
+	RefreshBatch(ctx context.Context, hs []Hold) (out []Refreshed, err error)
+}
+
+// Refreshed is one hold's outcome in a RefreshBatch: as Refresh answers.
+type Refreshed struct {
+	Valid time.Duration
+	Err   error
+}
+
 // ErrSkip is returned by an optional fast path that declines at run time,
 // as database/sql/driver.ErrSkip is: the caller takes the general path.
 var ErrSkip = errors.New("driver: fast path declined")

@@ -67,16 +67,17 @@ func spaceNamed(n string) *lockSpace {
 	return s
 }
 
-// memDriver implements driver.Driver, ModeKeeper, Batcher, Notifier,
-// FenceFloorer and Admin.
+// memDriver implements driver.Driver, ModeKeeper, Batcher,
+// BatchRefresher, Notifier, FenceFloorer and Admin.
 type memDriver struct{ s *lockSpace }
 
 var (
-	_ driver.FenceFloorer = (*memDriver)(nil)
-	_ driver.ModeKeeper   = (*memDriver)(nil)
-	_ driver.Batcher      = (*memDriver)(nil)
-	_ driver.Notifier     = (*memDriver)(nil)
-	_ driver.Admin        = (*memDriver)(nil)
+	_ driver.FenceFloorer   = (*memDriver)(nil)
+	_ driver.ModeKeeper     = (*memDriver)(nil)
+	_ driver.Batcher        = (*memDriver)(nil)
+	_ driver.BatchRefresher = (*memDriver)(nil)
+	_ driver.Notifier       = (*memDriver)(nil)
+	_ driver.Admin          = (*memDriver)(nil)
 )
 
 func newDriver(n string) *memDriver { return &memDriver{s: spaceNamed(n)} }
@@ -204,7 +205,29 @@ type hold struct {
 func (h *hold) Refresh(context.Context) (time.Duration, error) {
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
+	return h.refresh(time.Now())
+}
+
+// RefreshBatch refreshes each hold in turn, under the space's lock: one
+// "call", as one script or statement would be; ErrSkip for a hold of
+// another driver.
+func (d *memDriver) RefreshBatch(_ context.Context, hs []driver.Hold) ([]driver.Refreshed, error) {
+	out := make([]driver.Refreshed, len(hs))
+	d.s.mu.Lock()
+	defer d.s.mu.Unlock()
 	now := time.Now()
+	for i, h := range hs {
+		if h, ok := h.(*hold); ok && h.s == d.s {
+			out[i].Valid, out[i].Err = h.refresh(now)
+		} else {
+			out[i].Err = driver.ErrSkip
+		}
+	}
+	return out, nil
+}
+
+// refresh extends the hold by its TTL from now. Callers hold s.mu.
+func (h *hold) refresh(now time.Time) (time.Duration, error) {
 	hd := h.s.holder(h.n, h.owner, h.mode, now)
 	if hd == nil || !hd.holds[h.id] {
 		return 0, locker.ErrNotHeld

@@ -87,3 +87,41 @@ func (d *redisDriver) ReleaseBatch(ctx context.Context, hs []driver.Hold) ([]err
 	}
 	return errs, nil
 }
+
+var _ driver.BatchRefresher = (*redisDriver)(nil)
+
+// RefreshBatch renews the holds in one script (see refreshBatchScript).
+// A hold of another driver is declined (driver.ErrSkip), as is every hold
+// on a cluster whose prefix has no hash tag.
+func (d *redisDriver) RefreshBatch(ctx context.Context, hs []driver.Hold) ([]driver.Refreshed, error) {
+	out := make([]driver.Refreshed, len(hs))
+	_, cluster := d.client.(*goredis.ClusterClient)
+	var keys []string
+	var args []any
+	var mine []int
+	for i, dh := range hs {
+		h, ok := dh.(*hold)
+		if !ok || h.d != d || (cluster && !hashTagged(d.prefix)) {
+			out[i].Err = driver.ErrSkip
+			continue
+		}
+		mine = append(mine, i)
+		keys = append(keys, d.keys(h.space, h.key)[:2]...)
+		args = append(args, h.owner, int(h.mode), h.ttl, h.id)
+	}
+	if len(mine) == 0 {
+		return out, nil
+	}
+	res, err := refreshBatchScript.Run(ctx, d.client, keys, args...).Int64Slice()
+	if err != nil {
+		return nil, backendErr(ctx, err)
+	}
+	for j, i := range mine {
+		if res[j] == 0 {
+			out[i].Err = locker.ErrNotHeld
+		} else {
+			out[i].Valid = time.Duration(hs[i].(*hold).ttl) * time.Millisecond
+		}
+	}
+	return out, nil
+}

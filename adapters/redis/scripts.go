@@ -494,24 +494,50 @@ for j = 1, #gone, 1000 do redis.call('DEL', unpack(gone, j, math.min(j + 999, #g
 return out
 `)
 
+// refreshOne renews one hold (see refreshScript); clock reads the time,
+// once per script.
+const refreshOne = `
+local function refresh(lock, exp, owner, mode, ttl, id, clock)
+  local member = mode .. ':' .. owner
+  local rec = redis.call('HGET', lock, 'h' .. member)
+  if not rec or not has(string.match(rec, '^%d+:(.*)$'), id) then return 0 end
+  if mode ~= '0' then
+    local now = clock()
+    if tonumber(redis.call('ZSCORE', exp, member) or '0') <= now then return 0 end
+    redis.call('ZADD', exp, 'GT', now + ttl, member)
+  end
+  if redis.call('PTTL', lock) < ttl then
+    redis.call('PEXPIRE', lock, ttl)
+    redis.call('PEXPIRE', exp, ttl)
+  end
+  return 1
+end
+local now
+local function clock()
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now
+end
+`
+
 // refreshScript: KEYS lock, exp; ARGV owner, mode, ttl ms, hold id: 1 if
 // the hold is there and live, 0 if not. Never shortens the expiry another
 // hold of the holder set.
-var refreshScript = goredis.NewScript(ids + `
-local member, ttl = ARGV[2] .. ':' .. ARGV[1], tonumber(ARGV[3])
-local rec = redis.call('HGET', KEYS[1], 'h' .. member)
-if not rec or not has(string.match(rec, '^%d+:(.*)$'), ARGV[4]) then return 0 end
-if ARGV[2] ~= '0' then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  if tonumber(redis.call('ZSCORE', KEYS[2], member) or '0') <= now then return 0 end
-  redis.call('ZADD', KEYS[2], 'GT', now + ttl, member)
+var refreshScript = goredis.NewScript(ids + refreshOne + `
+return refresh(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], clock)
+`)
+
+// refreshBatchScript: KEYS lock, exp of each hold; ARGV owner, mode, ttl
+// ms and hold id of each. Renews each (see refreshScript): 1 or 0 each.
+var refreshBatchScript = goredis.NewScript(ids + refreshOne + `
+local out = {}
+for i = 1, #KEYS / 2 do
+  local a = (i - 1) * 4
+  out[i] = refresh(KEYS[2 * i - 1], KEYS[2 * i], ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4], clock)
 end
-if redis.call('PTTL', KEYS[1]) < ttl then
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
-end
-return 1
+return out
 `)
 
 // abandonScript: KEYS lock, exp, queue, qexp; ARGV owner, mode, call id,

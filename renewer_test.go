@@ -1,0 +1,235 @@
+package locker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/locker-go/locker/driver"
+)
+
+// batchDriver grants every request a batchHold and renews holds in
+// batches, counting its calls. answer, if set, decides a hold's outcome in
+// a batch; hang makes RefreshBatch wait for its ctx.
+type batchDriver struct {
+	batches, alone atomic.Int64
+	answer         func(h *batchHold) driver.Refreshed
+	hang           atomic.Bool
+	closed         atomic.Bool
+	afterClose     atomic.Int64
+}
+
+type batchHold struct {
+	d       *batchDriver
+	key     string
+	renewed atomic.Int64
+}
+
+func (d *batchDriver) Acquire(_ context.Context, r *driver.Request) (driver.Grant, error) {
+	return driver.Grant{Hold: &batchHold{d: d, key: r.Key}, Fence: 1}, nil
+}
+func (d *batchDriver) Abandon(context.Context, *driver.Request) {}
+func (d *batchDriver) Close(context.Context) error              { d.closed.Store(true); return nil }
+
+func (d *batchDriver) RefreshBatch(ctx context.Context, hs []driver.Hold) ([]driver.Refreshed, error) {
+	if d.closed.Load() {
+		d.afterClose.Add(1)
+	}
+	d.batches.Add(1)
+	if d.hang.Load() {
+		<-ctx.Done()
+		return nil, Unavailable(ctx.Err())
+	}
+	out := make([]driver.Refreshed, len(hs))
+	for i, h := range hs {
+		bh := h.(*batchHold)
+		out[i] = driver.Refreshed{Valid: time.Hour} // trimmed to the TTL by the lease
+		if d.answer != nil {
+			out[i] = d.answer(bh)
+		}
+		if out[i].Err == nil {
+			bh.renewed.Add(1)
+		}
+	}
+	return out, nil
+}
+
+func (h *batchHold) Refresh(context.Context) (time.Duration, error) {
+	h.d.alone.Add(1)
+	h.renewed.Add(1)
+	return time.Hour, nil
+}
+func (h *batchHold) Release(context.Context) error { return nil }
+
+// lockMany takes n leases on distinct keys, kept alive with ttl.
+func lockMany(t *testing.T, lk Locker, n int, ttl time.Duration) []Lease {
+	t.Helper()
+	leases := make([]Lease, n)
+	for i := range leases {
+		l, err := lk.Lock(context.Background(), fmt.Sprintf("k%d", i), WithTTL(ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases[i] = l
+	}
+	return leases
+}
+
+// until waits for cond, checked every millisecond, for at most limit.
+func until(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(limit); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("not within %v: %s", limit, what)
+		}
+	}
+}
+
+// renewedAll reports whether every lease's hold was renewed n times.
+func renewedAll(leases []Lease, n int64) bool {
+	for _, l := range leases {
+		if l.(*lease).cfg.Hold.(*batchHold).renewed.Load() < n {
+			return false
+		}
+	}
+	return true
+}
+
+// A Locker over a BatchRefresher renews its leases together: the driver
+// calls grow with ticks, not with leases, and no hold is renewed alone.
+func TestRenewalsAreBatched(t *testing.T) {
+	d := &batchDriver{}
+	lk := New(d)
+	defer lk.Close()
+	leases := lockMany(t, lk, 300, 150*time.Millisecond)
+	until(t, 10*time.Second, "every lease renewed 3 times", func() bool { return renewedAll(leases, 3) })
+	for _, l := range leases {
+		if l.Err() != nil {
+			t.Fatalf("lease %s ended: %v", l.Key(), l.Err())
+		}
+	}
+	// 900 renewals; alone they would be 900 calls. On the grid of TTL/24
+	// they are at most a few per period.
+	t.Logf("300 leases renewed 3 times in %d batch calls", d.batches.Load())
+	if b := d.batches.Load(); b > 60 {
+		t.Errorf("%d batch calls for 300 leases renewed 3 times: renewals are not falling on shared ticks", b)
+	}
+	if a := d.alone.Load(); a != 0 {
+		t.Errorf("%d holds were renewed alone", a)
+	}
+}
+
+// A hold the driver declines (ErrSkip) is renewed alone; one it finds not
+// held ends its lease lost, and only that lease.
+func TestBatchDeclinesAndLosses(t *testing.T) {
+	d := &batchDriver{answer: func(h *batchHold) driver.Refreshed {
+		switch h.key {
+		case "k0":
+			return driver.Refreshed{Err: driver.ErrSkip}
+		case "k1":
+			return driver.Refreshed{Err: ErrNotHeld}
+		}
+		return driver.Refreshed{Valid: time.Hour}
+	}}
+	lk := New(d)
+	defer lk.Close()
+	leases := lockMany(t, lk, 5, 150*time.Millisecond)
+	select {
+	case <-leases[1].Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lease whose hold the batch found gone did not end")
+	}
+	if !errors.Is(leases[1].Err(), ErrLeaseLost) {
+		t.Errorf("lost lease: Err() = %v, want ErrLeaseLost", leases[1].Err())
+	}
+	until(t, 10*time.Second, "the others renewed twice", func() bool {
+		return renewedAll(append([]Lease{leases[0]}, leases[2:]...), 2)
+	})
+	if d.alone.Load() == 0 {
+		t.Error("the declined hold was never renewed alone")
+	}
+	for _, l := range append([]Lease{leases[0]}, leases[2:]...) {
+		if l.Err() != nil {
+			t.Errorf("lease %s ended: %v", l.Key(), l.Err())
+		}
+	}
+}
+
+// A batch that hangs (a backend that answers nothing) ends every lease in
+// it by its Deadline, lost, and Close still returns.
+func TestHungBatchEndsLeasesByTheirDeadline(t *testing.T) {
+	d := &batchDriver{}
+	d.hang.Store(true)
+	lk := New(d)
+	leases := lockMany(t, lk, 20, 120*time.Millisecond)
+	for _, l := range leases {
+		deadline := l.Deadline()
+		select {
+		case <-l.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("lease %s still open 5 s after its deadline", l.Key())
+		}
+		if !errors.Is(l.Err(), ErrLeaseLost) {
+			t.Errorf("lease %s: Err() = %v, want ErrLeaseLost", l.Key(), l.Err())
+		}
+		if late := time.Since(deadline); late > time.Second {
+			t.Errorf("lease %s ended %v after its deadline", l.Key(), late)
+		}
+	}
+	if err := lk.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d.afterClose.Load() != 0 {
+		t.Error("a batch reached the driver after its Close")
+	}
+}
+
+// Leases unlocked while their renewals are batched are released once, and
+// Close waits for the renewer: no batch reaches a closed driver.
+func TestBatchingAndUnlockRace(t *testing.T) {
+	d := &batchDriver{}
+	lk := New(d)
+	leases := lockMany(t, lk, 100, 60*time.Millisecond)
+	until(t, 10*time.Second, "every lease renewed once", func() bool { return renewedAll(leases, 1) })
+	var wg sync.WaitGroup
+	for _, l := range leases[:50] {
+		wg.Go(func() {
+			if err := l.Unlock(context.Background()); err != nil {
+				t.Errorf("Unlock %s: %v", l.Key(), err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := lk.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d.afterClose.Load() != 0 {
+		t.Error("a batch reached the driver after its Close")
+	}
+	for _, l := range leases {
+		if l.Err() == nil {
+			t.Errorf("lease %s open after Close", l.Key())
+		}
+	}
+}
+
+// align never moves a renewal later, and puts renewals a little apart on
+// one tick.
+func TestAlign(t *testing.T) {
+	every := 800 * time.Millisecond
+	base := time.Unix(1000, 0)
+	a, b := align(base.Add(10*time.Millisecond), every), align(base.Add(90*time.Millisecond), every)
+	if !a.Equal(b) {
+		t.Errorf("renewals 80 ms apart with a period of %v: %v and %v, want one tick", every, a, b)
+	}
+	for _, off := range []time.Duration{0, time.Millisecond, 99 * time.Millisecond, 100 * time.Millisecond} {
+		at := base.Add(off)
+		if got := align(at, every); got.After(at) || at.Sub(got) >= every/8 {
+			t.Errorf("align(%v) = %v: later, or more than a tick sooner", at, got)
+		}
+	}
+}
