@@ -57,19 +57,63 @@ func (d *redlock) ReleaseBatch(ctx context.Context, hs []driver.Hold) ([]error, 
 	res := d.release(ctx, holds, nil, true)
 	errs := make([]error, len(holds))
 	for i := range holds {
-		// Hold i's outcome on each master, as one hold's release has it.
-		one := make([]result[[]int64], len(res))
-		for j, r := range res {
-			one[j].err = r.err
-			if r.err == nil && len(r.v) != len(holds) {
-				one[j].err = errMalformed
-			} else if r.err == nil {
-				one[j].v = r.v[i : i+1]
-			}
-		}
-		errs[i] = d.outcome(one, 1, 2)
+		errs[i] = d.outcome(nth(res, len(holds), i), 1, 2)
 	}
 	return errs, nil
+}
+
+// nth is the i-th of n holds' outcome on each master, as a round for that
+// hold alone has it, from a round replying one integer per hold.
+func nth(res []result[[]int64], n, i int) []result[[]int64] {
+	one := make([]result[[]int64], len(res))
+	for j, r := range res {
+		one[j].err = r.err
+		if r.err == nil && len(r.v) != n {
+			one[j].err = errMalformed
+		} else if r.err == nil {
+			one[j].v = r.v[i : i+1]
+		}
+	}
+	return one
+}
+
+var _ driver.BatchRefresher = (*redlock)(nil)
+
+// RefreshBatch extends the holds in one script per master (see
+// claimBatchScript), each on its own quorum as Refresh would; ErrSkip for
+// a hold of another driver.
+func (d *redlock) RefreshBatch(ctx context.Context, hs []driver.Hold) ([]driver.Refreshed, error) {
+	out := make([]driver.Refreshed, len(hs))
+	keys := []string{d.counterKey()}
+	var args []any
+	var mine []*held
+	var at []int
+	least := time.Duration(0)
+	for i, dh := range hs {
+		h, ok := dh.(*held)
+		if !ok || h.d != d {
+			out[i].Err = driver.ErrSkip
+			continue
+		}
+		mine, at = append(mine, h), append(at, i)
+		keys = append(keys, d.anchor(h.n), d.holders(h.n, h.mode))
+		args = append(args, int(h.mode), h.owner, h.ttl.Milliseconds(), h.fence, h.id)
+		if least == 0 || h.ttl < least {
+			least = h.ttl
+		}
+	}
+	if len(mine) == 0 {
+		return out, nil
+	}
+	res := d.round(ctx, least, nil, claimBatchScript, keys, args...)
+	for j, h := range mine {
+		if err := d.outcome(nth(res, len(mine), j), 1); err != nil {
+			out[at[j]].Err = err
+		} else {
+			out[at[j]].Valid = h.ttl - d.drift(h.ttl)
+		}
+	}
+	return out, nil
 }
 
 // release drops the holds hs on the masters that on picks (nil: all), in

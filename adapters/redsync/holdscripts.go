@@ -31,33 +31,52 @@ end
 // above it, and it is not already ours) is refused, {2, L, counter}, so
 // that two grants that hold the key together (shared ones) never share a
 // fence: each claims its own on a quorum, and two quorums meet.
-var claimScript = goredis.NewScript(luaPrelude + luaHolder + `
-local fence = tonumber(ARGV[4])
-local c = tonumber(redis.call('GET', KEYS[3]) or '0')
-if c < fence then
-  redis.call('SET', KEYS[3], ARGV[4])
-  c = fence
-end
-local H, Z, m, owner = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
-local v, live = holder(H, Z, m, owner)
-if not live or not string.find(v[1] or '', ',' .. ARGV[5] .. ',', 1, true) then
-  return {0, 0, c}
-end
-local L = tonumber(v[6] or '0')
-if ARGV[6] == '1' and L >= fence and tonumber(v[2] or '0') ~= fence then
-  return {2, L, c}
-end
-local ttl = tonumber(ARGV[3])
-if m == '0' then
-  redis.call('HSET', H, 'f' .. m .. owner, ARGV[4], 'L', math.max(L, fence), 'xe', math.max(now + ttl, tonumber(v[5])))
-else
-  redis.call('HSET', H, 'f' .. m .. owner, ARGV[4], 'L', math.max(L, fence))
-  redis.call('ZADD', Z, 'GT', now + ttl, owner)
-  keep(Z, ttl)
-end
-keep(H, ttl)
-return {1, L, c}
+var claimScript = goredis.NewScript(luaPrelude + luaHolder + luaClaim + `
+return claim(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6])
 `)
+
+// claimBatchScript is claimScript's keep-alive for many holds at once:
+// KEYS counter, then anchor and holders of each hold; ARGV mode, owner,
+// ttl ms, fence and hold id of each. Replies, per hold, claimScript's
+// first integer (1: extended; 0: not ours).
+var claimBatchScript = goredis.NewScript(luaPrelude + luaHolder + luaClaim + `
+local out = {}
+for i = 1, (#KEYS - 1) / 2 do
+  local a = (i - 1) * 5
+  out[i] = claim(KEYS[2 * i], KEYS[2 * i + 1], KEYS[1], ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4], ARGV[a + 5], '0')[1]
+end
+return out
+`)
+
+// luaClaim: claim(H, Z, C, m, owner, ttl, fence, id, fresh) is
+// claimScript's work for one hold (see there), counter C.
+const luaClaim = `
+local function claim(H, Z, C, m, owner, ttl, fence_s, id, fresh)
+  local fence = tonumber(fence_s)
+  local c = tonumber(redis.call('GET', C) or '0')
+  if c < fence then
+    redis.call('SET', C, fence_s)
+    c = fence
+  end
+  local v, live = holder(H, Z, m, owner)
+  if not live or not string.find(v[1] or '', ',' .. id .. ',', 1, true) then
+    return {0, 0, c}
+  end
+  local L = tonumber(v[6] or '0')
+  if fresh == '1' and L >= fence and tonumber(v[2] or '0') ~= fence then
+    return {2, L, c}
+  end
+  if m == '0' then
+    redis.call('HSET', H, 'f' .. m .. owner, fence_s, 'L', math.max(L, fence), 'xe', math.max(now + ttl, tonumber(v[5])))
+  else
+    redis.call('HSET', H, 'f' .. m .. owner, fence_s, 'L', math.max(L, fence))
+    redis.call('ZADD', Z, 'GT', now + ttl, owner)
+    keep(Z, ttl)
+  end
+  keep(H, ttl)
+  return {1, L, c}
+end
+`
 
 // luaNextWaiter: nextWaiter(H, W, q) is " <stamp> <mode> <call id>" of
 // the first live mark of the key (whose marks of mode m are KEYS[q+m]),
