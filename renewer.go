@@ -97,21 +97,20 @@ func (r *renewer) drain() {
 func (r *renewer) batch(leases []*lease) {
 	taken := make([]*lease, 0, len(leases))
 	holds := make([]driver.Hold, 0, len(leases))
+	var shared []slot // the call slots of re-entered holds taken
 	deadline := time.Time{}
 	for _, l := range leases {
-		select {
-		case l.op <- struct{}{}:
-		default:
+		h, s, ok := l.take()
+		if !ok {
 			go l.renew()
 			continue
 		}
 		if l.Err() != nil {
-			l.op.unlock()
+			l.free(s)
 			l.renewed(ErrNotHeld)
 			continue
 		}
-		taken = append(taken, l)
-		holds = append(holds, l.cfg.Hold)
+		taken, holds, shared = append(taken, l), append(holds, h), append(shared, s)
 		if d := l.Deadline(); deadline.IsZero() || d.Before(deadline) {
 			deadline = d
 		}
@@ -136,14 +135,45 @@ func (r *renewer) batch(leases []*lease) {
 			res.Err = errors.New("locker: driver answered fewer refreshes than asked")
 		}
 		if errors.Is(res.Err, driver.ErrSkip) {
-			l.op.unlock()
+			l.free(shared[i])
 			go l.renew()
 			continue
 		}
 		err := l.refreshed(start, res.Valid, res.Err)
-		l.op.unlock()
+		l.free(shared[i])
 		l.renewed(err)
 	}
+}
+
+// take takes l's call slot for a batch, and the driver's hold behind it:
+// a hold the Locker counts re-entry of (reentry.go) is the driver's hold,
+// with the slot its leases share, also taken. It does not wait: ok is
+// false if either slot is taken.
+func (l *lease) take() (h driver.Hold, shared slot, ok bool) {
+	select {
+	case l.op <- struct{}{}:
+	default:
+		return nil, nil, false
+	}
+	c, counted := l.cfg.Hold.(*countedHold)
+	if !counted {
+		return l.cfg.Hold, nil, true
+	}
+	select {
+	case c.c.op <- struct{}{}:
+		return c.h, c.c.op, true
+	default:
+		l.op.unlock()
+		return nil, nil, false
+	}
+}
+
+// free gives back the slots take took.
+func (l *lease) free(shared slot) {
+	if shared != nil {
+		shared.unlock()
+	}
+	l.op.unlock()
 }
 
 // align rounds a renewal time down to a grid of an eighth of the renewal

@@ -205,3 +205,33 @@ func (o *leaseOps) Release(ctx context.Context) error { return o.z.drop(ctx, o.h
 // Expire deletes the node of a lease past its deadline (keep-alive off),
 // which would otherwise live on with the session.
 func (o *leaseOps) Expire(ctx context.Context) { _ = o.z.drop(ctx, o.h) }
+
+var _ driver.BatchRefresher = (*zkDriver)(nil)
+
+// RefreshBatch renews kept-alive holds without a call: a node of ours
+// lives as long as its session, which the session's monitor keeps in
+// contact (every S/12), and its deletion by anyone else reaches the hold's
+// watch, which ends it, before the answer to any later request. So a hold
+// not ended is ours, valid as long as Refresh would make it, less the time
+// since the session's last answered request; a session silent too long
+// answers ErrUnavailable, for the lease to try again.
+func (z *zkDriver) RefreshBatch(_ context.Context, hs []driver.Hold) ([]driver.Refreshed, error) {
+	out := make([]driver.Refreshed, len(hs))
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	for i, dh := range hs {
+		o, ok := dh.(*leaseOps)
+		switch {
+		case !ok || o.z != z || !o.keepAlive:
+			out[i].Err = driver.ErrSkip
+		case o.h.ended:
+			out[i].Err = locker.ErrNotHeld
+		default:
+			since := o.h.s.sinceContact()
+			if out[i].Valid = o.validity() - since; out[i].Valid <= 0 {
+				out[i].Err = locker.Unavailable(fmt.Errorf("locker/zookeeper: refresh: no answer from the server for %v", since.Round(time.Millisecond)))
+			}
+		}
+	}
+	return out, nil
+}
