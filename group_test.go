@@ -35,7 +35,8 @@ type treeHold struct {
 	d    *treeDriver
 	key  string
 	ttl  time.Duration
-	lost chan struct{}
+	lost context.Context
+	lose context.CancelFunc
 }
 
 func (d *treeDriver) KeepsModes() {}
@@ -57,7 +58,8 @@ func (d *treeDriver) grant(r *driver.Request) driver.Grant {
 		return driver.Grant{Retry: time.Hour}
 	}
 	d.fence++
-	h := &treeHold{d: d, key: r.Key, ttl: r.TTL, lost: make(chan struct{})}
+	h := &treeHold{d: d, key: r.Key, ttl: r.TTL}
+	h.lost, h.lose = context.WithCancel(context.Background())
 	d.held[r.Key] = h
 	return driver.Grant{Hold: h, Fence: d.fence, Lost: h.lost}
 }
@@ -226,7 +228,7 @@ func TestSubtreeNodeLostEndsTheLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.mu.Lock()
-	close(d.held["a/b"].lost)
+	d.held["a/b"].lose()
 	d.mu.Unlock()
 	select {
 	case <-lease.Done():

@@ -19,7 +19,7 @@ import (
 // lease and that hold's Lost: the node's own grant for a target of one
 // node, else a groupHold. A node several targets share is counted out by
 // each (refHold). spawn runs background releases that Close waits for.
-func nodeHolds(targets []*target, spawn func(func()), batch driver.Batcher) func(t *target) (driver.Hold, <-chan struct{}) {
+func nodeHolds(targets []*target, spawn func(func()), batch driver.Batcher) func(t *target) (driver.Hold, context.Context) {
 	refs := map[*node]*refHold{}
 	for _, t := range targets {
 		for _, n := range t.nodes {
@@ -28,9 +28,9 @@ func nodeHolds(targets []*target, spawn func(func()), batch driver.Batcher) func
 			}
 		}
 	}
-	return func(t *target) (driver.Hold, <-chan struct{}) {
+	return func(t *target) (driver.Hold, context.Context) {
 		holds := make([]driver.Hold, len(t.nodes))
-		losts := make([]<-chan struct{}, len(t.nodes))
+		losts := make([]context.Context, len(t.nodes))
 		for i, n := range t.nodes {
 			holds[i], losts[i] = n.g.Hold, n.g.Lost
 			if r := refs[n]; r != nil {
@@ -49,14 +49,15 @@ func nodeHolds(targets []*target, spawn func(func()), batch driver.Batcher) func
 // others at once, so nobody takes an ancestor while the path is held.
 // When any node is lost the lease is, and the others are let go.
 type groupHold struct {
-	holds []driver.Hold
-	batch driver.Batcher // nil: the driver releases one hold a call
-	spawn func(func())
-	op    slot          // one call at a time: the lease's, or the release after a loss
-	lost  chan struct{} // closed when a node is lost
-	done  chan struct{} // closed when every node is let go: stops the watchers
-	fail  sync.Once
-	end   sync.Once
+	holds    []driver.Hold
+	batch    driver.Batcher // nil: the driver releases one hold a call
+	spawn    func(func())
+	op       slot            // one call at a time: the lease's, or the release after a loss
+	lost     context.Context // done when a node is lost
+	markLost context.CancelFunc
+	stops    []func() bool // stop watching the nodes' Lost
+	fail     sync.Once
+	end      sync.Once
 
 	mu       sync.Mutex
 	released []bool
@@ -64,28 +65,36 @@ type groupHold struct {
 
 var _ driver.Expirer = (*groupHold)(nil)
 
-func newGroupHold(holds []driver.Hold, losts []<-chan struct{}, spawn func(func()), batch driver.Batcher) (*groupHold, <-chan struct{}) {
-	g := &groupHold{holds: holds, batch: batch, spawn: spawn, op: make(slot, 1), lost: make(chan struct{}), done: make(chan struct{}), released: make([]bool, len(holds))}
-	var lost <-chan struct{} // nil where no node has one: Refresh finds a loss, no watcher needed
+func newGroupHold(holds []driver.Hold, losts []context.Context, spawn func(func()), batch driver.Batcher) (*groupHold, context.Context) {
+	g := &groupHold{holds: holds, batch: batch, spawn: spawn, op: make(slot, 1), released: make([]bool, len(holds))}
+	g.lost, g.markLost = context.WithCancel(context.Background())
+	var lost context.Context // nil where no node has one: Refresh finds a loss, no watcher needed
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	for _, c := range losts {
 		if c != nil {
 			lost = g.lost
-			go func() {
-				select {
-				case <-c:
-					g.lose()
-				case <-g.done:
-				}
-			}()
+			g.stops = append(g.stops, context.AfterFunc(c, g.lose))
 		}
 	}
 	return g, lost
 }
 
+// finish stops watching the nodes once every one is let go.
+func (g *groupHold) finish() {
+	g.end.Do(func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		for _, stop := range g.stops {
+			stop()
+		}
+	})
+}
+
 // lose ends the lease lost and lets the other nodes go, in the background.
 func (g *groupHold) lose() {
 	g.fail.Do(func() {
-		close(g.lost)
+		g.markLost()
 		g.spawn(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 			defer cancel()
@@ -151,7 +160,7 @@ func (g *groupHold) Release(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	g.end.Do(func() { close(g.done) })
+	g.finish()
 	if notHeld || more {
 		return ErrNotHeld
 	}
@@ -196,7 +205,7 @@ func (g *groupHold) releaseBatch(ctx context.Context) (done bool, err error) {
 	if err != nil {
 		return true, err
 	}
-	g.end.Do(func() { close(g.done) })
+	g.finish()
 	if notHeld {
 		return true, ErrNotHeld
 	}
@@ -247,7 +256,7 @@ func (g *groupHold) Expire(ctx context.Context) {
 			e.Expire(ctx)
 		}
 	}
-	g.end.Do(func() { close(g.done) })
+	g.finish()
 }
 
 // refHold is a node's hold that several leases of one call share: one

@@ -25,7 +25,7 @@ type leaseConfig struct {
 	Start    time.Time
 	Validity time.Duration // defaults to TTL
 	Hold     driver.Hold
-	Lost     <-chan struct{} // closed when the backend says the hold is gone
+	Lost     context.Context // done when the backend says the hold is gone
 }
 
 // lease implements Lease over a driver.Hold.
@@ -49,6 +49,8 @@ type lease struct {
 	renewing  bool          // a keep-alive renewal is under way
 	releasing bool          // an Unlock failed: no more renewals (see releaseLater)
 	err       error
+	stopLost  func() bool // stops watching cfg.Lost
+	sched     int64       // the renewer's tick for its next renewal (UnixNano); 0: none
 }
 
 // newLease starts a lease and adds it to set, whose Close will release it. If
@@ -76,15 +78,16 @@ func newLease(set *leaseSet, cfg leaseConfig) (*lease, error) {
 	// never costs a goroutine or a wake-up.
 	l.mu.Lock()
 	l.timer = time.AfterFunc(l.wakeIn(), l.onTimer)
+	l.scheduleLocked()
 	l.mu.Unlock()
 	if cfg.Lost != nil {
-		go func() {
-			select {
-			case <-cfg.Lost:
-				l.end(ErrLeaseLost)
-			case <-l.done:
-			}
-		}()
+		stop := context.AfterFunc(cfg.Lost, func() { l.end(ErrLeaseLost) })
+		l.mu.Lock()
+		if l.err != nil { // over already
+			stop()
+		}
+		l.stopLost = stop
+		l.mu.Unlock()
 	}
 	return l, nil
 }
@@ -266,6 +269,9 @@ func (l *lease) endIf(err error, cond func() bool) bool {
 	if l.timer != nil {
 		l.timer.Stop()
 	}
+	if l.stopLost != nil {
+		l.stopLost()
+	}
 	l.mu.Unlock()
 	close(l.done)
 	l.set.remove(l)
@@ -276,7 +282,7 @@ func (l *lease) endIf(err error, cond func() bool) bool {
 // keep-alive, else the deadline. Callers hold l.mu.
 func (l *lease) wakeIn() time.Duration {
 	wake := l.deadline
-	if l.cfg.KeepAlive && !l.renewing && !l.releasing && l.next.Before(wake) {
+	if l.set.renew == nil && l.cfg.KeepAlive && !l.renewing && !l.releasing && l.next.Before(wake) {
 		wake = l.next
 	}
 	return time.Until(wake)
@@ -287,6 +293,7 @@ func (l *lease) rearm() {
 	if l.err == nil && l.timer != nil {
 		l.timer.Reset(l.wakeIn())
 	}
+	l.scheduleLocked()
 }
 
 // onTimer ends the lease as lost once its deadline passes without a
@@ -308,15 +315,36 @@ func (l *lease) onTimer() {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.cfg.KeepAlive && !l.renewing && !l.releasing && !now.Before(l.next) {
+	if l.set.renew == nil && l.cfg.KeepAlive && !l.renewing && !l.releasing && !now.Before(l.next) {
 		l.renewing = true
-		if l.set.renew != nil {
-			l.set.renew.add(l)
-		} else {
-			go l.renew()
-		}
+		go l.renew()
 	}
 	l.rearm()
+}
+
+// scheduleLocked puts l's next renewal on its renewer's schedule, where
+// renewals are batched and keep-alive is on. Callers hold l.mu.
+func (l *lease) scheduleLocked() {
+	r := l.set.renew
+	if r == nil || !l.cfg.KeepAlive || l.renewing || l.releasing || l.err != nil {
+		return
+	}
+	if at := l.next.UnixNano(); at != l.sched {
+		l.sched = at
+		r.schedule(l, at)
+	}
+}
+
+// startRenewal begins the renewal due at tick at, unless that is no longer
+// l's tick (it was moved, by a Refresh say) or l cannot be renewed now.
+func (l *lease) startRenewal(at int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sched != at || l.err != nil || l.renewing || l.releasing {
+		return false
+	}
+	l.sched, l.renewing = 0, true
+	return true
 }
 
 // renew makes one keep-alive renewal.

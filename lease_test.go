@@ -164,13 +164,13 @@ func TestConcurrentUnlockReleasesOnce(t *testing.T) {
 	}
 }
 
-func TestLostChannelEndsLease(t *testing.T) {
-	lost := make(chan struct{})
+func TestLostEndsLease(t *testing.T) {
+	lost, lose := context.WithCancel(context.Background())
 	l, err := newLease(newLeaseSet(), leaseConfig{Key: "k", TTL: time.Minute, KeepAlive: true, Start: time.Now(), Hold: &fakeOps{}, Lost: lost})
 	if err != nil {
 		t.Fatal(err)
 	}
-	close(lost) // the backend says the hold is gone
+	lose() // the backend says the hold is gone
 	waitDone(t, l)
 	if !errors.Is(l.Err(), ErrLeaseLost) {
 		t.Errorf("Err = %v, want ErrLeaseLost", l.Err())

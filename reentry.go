@@ -30,7 +30,7 @@ type counted struct {
 	first driver.Reenterer // the hold of the lease that acquired it
 	mode  driver.Mode
 	fence uint64
-	lost  <-chan struct{}
+	lost  context.Context
 	op    slot // one backend call at a time, whichever lease makes it
 	n     int  // guarded by reentries.mu
 }
@@ -111,13 +111,11 @@ func (rs *reentries) liveLocked(k countKey) *counted {
 	if c == nil {
 		return nil
 	}
-	select {
-	case <-c.lost:
+	if c.lost != nil && c.lost.Err() != nil {
 		delete(rs.m, k)
 		return nil
-	default:
-		return c
 	}
+	return c
 }
 
 // holds is info's hold count: the number of this Locker's leases on it if

@@ -24,7 +24,8 @@ type nodeDriver struct {
 type backendNode struct {
 	key, owner string
 	fence      uint64
-	lost       chan struct{}
+	lost       context.Context
+	lose       context.CancelFunc
 	gone       atomic.Bool // deleted behind the Locker's back: Reenter says so
 	minTTL     time.Duration
 	busy       atomic.Bool
@@ -42,7 +43,8 @@ func (d *nodeDriver) Acquire(_ context.Context, r *driver.Request) (driver.Grant
 	}
 	d.acquires++
 	d.fence++
-	n := &backendNode{key: r.Key, owner: r.Owner, fence: d.fence, lost: make(chan struct{}), minTTL: time.Second}
+	n := &backendNode{key: r.Key, owner: r.Owner, fence: d.fence, minTTL: time.Second}
+	n.lost, n.lose = context.WithCancel(context.Background())
 	d.nodes[r.Key] = n
 	return driver.Grant{Hold: n, Fence: n.fence, Lost: n.lost}, nil
 }
@@ -173,7 +175,7 @@ func TestReentryOfALostHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	close(d.nodes["k"].lost)
+	d.nodes["k"].lose()
 	for _, l := range []Lease{a, b} {
 		<-l.Done()
 		if !errors.Is(l.Err(), ErrLeaseLost) {

@@ -1,8 +1,10 @@
 package locker
 
 import (
+	"container/heap"
 	"context"
 	"errors"
+	"math/bits"
 	"sync"
 	"time"
 
@@ -10,39 +12,84 @@ import (
 )
 
 // renewer renews a Locker's kept-alive leases in batches, over a
-// driver.BatchRefresher: one goroutine per Locker, started with the first
-// renewal, and one driver call per batch, so that a Locker with 10,000
-// leases costs backend calls per tick, not per lease. Renewals fall on
-// shared ticks because each lease's next renewal is rounded down to a grid
-// (see align): leases with one TTL renew together.
+// driver.BatchRefresher, so that a Locker with 10,000 leases costs backend
+// calls per tick, not per lease: it keeps the leases' renewals on a
+// schedule of ticks, with one timer for the next tick, and one goroutine,
+// started with the first renewal, makes one driver call per tick. Renewals
+// fall on shared ticks because each lease's next renewal is rounded down
+// to a grid (see align): leases with one TTL renew together. A lease's own
+// timer then wakes only at its deadline.
 type renewer struct {
 	b     driver.BatchRefresher
 	set   *leaseSet
 	start sync.Once
 	kick  chan struct{}
 
-	mu  sync.Mutex
-	due []*lease
+	mu      sync.Mutex
+	due     []due
+	ticks   tickHeap           // the ticks scheduled, earliest first
+	buckets map[int64][]*lease // the leases to renew at each tick (UnixNano)
+	timer   *time.Timer        // fires at armed
+	armed   int64              // 0: the timer is not set
 }
 
-// gather is how long a batch waits, once one renewal is due, for the
-// others of its tick: far below any renewal period's margin (TTL/3 at
-// least remains when a renewal is due).
-const gather = time.Millisecond
+// due is a lease whose renewal came due at tick at; the lease may have
+// been scheduled anew meanwhile (lease.sched), which makes this one stale.
+type due struct {
+	l  *lease
+	at int64
+}
 
 // batchMax bounds the holds of one driver call; a larger batch is split.
 const batchMax = 1000
 
 func newRenewer(b driver.BatchRefresher, set *leaseSet) *renewer {
-	return &renewer{b: b, set: set, kick: make(chan struct{}, 1)}
+	return &renewer{b: b, set: set, kick: make(chan struct{}, 1), buckets: map[int64][]*lease{}}
 }
 
-// add queues l, whose renewal is due, for the next batch.
-func (r *renewer) add(l *lease) {
-	r.start.Do(func() { r.set.spawn(r.run) })
+// schedule has l renewed at tick at (UnixNano).
+func (r *renewer) schedule(l *lease, at int64) {
 	r.mu.Lock()
-	r.due = append(r.due, l)
+	defer r.mu.Unlock()
+	b, ok := r.buckets[at]
+	if !ok {
+		heap.Push(&r.ticks, at)
+	}
+	r.buckets[at] = append(b, l)
+	if r.armed == 0 || at < r.armed {
+		r.arm(at)
+	}
+}
+
+// arm sets the timer for tick at. Callers hold r.mu.
+func (r *renewer) arm(at int64) {
+	r.armed = at
+	d := time.Until(time.Unix(0, at))
+	if r.timer == nil {
+		r.timer = time.AfterFunc(d, r.fire)
+	} else {
+		r.timer.Reset(d)
+	}
+}
+
+// fire moves the leases of every tick that has come to due, and wakes the
+// goroutine that renews them.
+func (r *renewer) fire() {
+	now := time.Now().UnixNano()
+	r.mu.Lock()
+	for len(r.ticks) > 0 && r.ticks[0] <= now {
+		at := heap.Pop(&r.ticks).(int64)
+		for _, l := range r.buckets[at] {
+			r.due = append(r.due, due{l, at})
+		}
+		delete(r.buckets, at)
+	}
+	r.armed = 0
+	if len(r.ticks) > 0 {
+		r.arm(r.ticks[0])
+	}
 	r.mu.Unlock()
+	r.start.Do(func() { r.set.spawn(r.run) })
 	select {
 	case r.kick <- struct{}{}:
 	default: // a batch is pending already
@@ -55,40 +102,50 @@ func (r *renewer) run() {
 	for {
 		select {
 		case <-r.set.ctx.Done():
-			r.drain()
+			r.stop()
 			return
 		case <-r.kick:
 		}
-		// The leases of one tick come due within moments of each other
-		// (a timer each): gather them into one batch.
-		select {
-		case <-r.set.ctx.Done():
-			r.drain()
-			return
-		case <-time.After(gather):
-		}
 		r.mu.Lock()
-		due := r.due
+		ds := r.due
 		r.due = nil
 		r.mu.Unlock()
-		for len(due) > 0 {
-			n := min(len(due), batchMax)
-			r.batch(due[:n])
-			due = due[n:]
+		leases := make([]*lease, 0, len(ds))
+		for _, d := range ds {
+			if d.l.startRenewal(d.at) {
+				leases = append(leases, d.l)
+			}
+		}
+		for len(leases) > 0 {
+			n := min(len(leases), batchMax)
+			r.batch(leases[:n])
+			leases = leases[n:]
 		}
 	}
 }
 
-// drain lets the leases still queued at Close renew alone: Close is
-// releasing them, which their renewal waits for and then finds done.
-func (r *renewer) drain() {
+// stop ends the schedule at Close, which is releasing every lease.
+func (r *renewer) stop() {
 	r.mu.Lock()
-	due := r.due
-	r.due = nil
-	r.mu.Unlock()
-	for _, l := range due {
-		l.renewed(ErrNotHeld)
+	defer r.mu.Unlock()
+	if r.timer != nil {
+		r.timer.Stop()
 	}
+	r.due, r.ticks, r.buckets = nil, nil, map[int64][]*lease{}
+}
+
+// tickHeap is a min-heap of ticks (container/heap).
+type tickHeap []int64
+
+func (h tickHeap) Len() int           { return len(h) }
+func (h tickHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h tickHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *tickHeap) Push(x any)        { *h = append(*h, x.(int64)) }
+func (h *tickHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // batch renews leases in one driver call. A lease whose backend call slot
@@ -176,9 +233,12 @@ func (l *lease) free(shared slot) {
 	l.op.unlock()
 }
 
-// align rounds a renewal time down to a grid of an eighth of the renewal
-// period, so that leases renewed at about the same time land on the same
-// tick. It renews at most that much sooner: never later.
+// align rounds a renewal time down to a grid, so that leases renewed at
+// about the same time land on the same tick: the grid is the largest power
+// of two nanoseconds up to an eighth of the renewal period, the same for
+// periods a little apart (a validity that varies with each renewal). It
+// renews at most that much sooner: never later.
 func align(t time.Time, every time.Duration) time.Time {
-	return t.Truncate(max(every/8, time.Millisecond))
+	g := max(every/8, time.Millisecond)
+	return t.Truncate(time.Duration(1) << (bits.Len64(uint64(g)) - 1))
 }

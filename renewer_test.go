@@ -270,19 +270,22 @@ func TestBatchingAndUnlockRace(t *testing.T) {
 	}
 }
 
-// align never moves a renewal later, and puts renewals a little apart on
-// one tick.
+// align never moves a renewal later, puts renewals a little apart on one
+// tick, and periods a little apart on one grid.
 func TestAlign(t *testing.T) {
 	every := 800 * time.Millisecond
 	base := time.Unix(1000, 0)
-	a, b := align(base.Add(10*time.Millisecond), every), align(base.Add(90*time.Millisecond), every)
+	a, b := align(base.Add(10*time.Millisecond), every), align(base.Add(60*time.Millisecond), every)
 	if !a.Equal(b) {
-		t.Errorf("renewals 80 ms apart with a period of %v: %v and %v, want one tick", every, a, b)
+		t.Errorf("renewals 50 ms apart with a period of %v: %v and %v, want one tick", every, a, b)
+	}
+	if c := align(base.Add(10*time.Millisecond), every-3*time.Millisecond); !c.Equal(a) {
+		t.Errorf("periods 3 ms apart: ticks %v and %v, want one", a, c)
 	}
 	for _, off := range []time.Duration{0, time.Millisecond, 99 * time.Millisecond, 100 * time.Millisecond} {
 		at := base.Add(off)
-		if got := align(at, every); got.After(at) || at.Sub(got) >= every/8 {
-			t.Errorf("align(%v) = %v: later, or more than a tick sooner", at, got)
+		if got := align(at, every); got.After(at) || at.Sub(got) > every/8 {
+			t.Errorf("align(%v) = %v: later, or more than an eighth of the period sooner", at, got)
 		}
 	}
 }

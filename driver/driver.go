@@ -84,9 +84,11 @@ type Grant struct {
 	Start time.Time
 	// Validity is how long the hold is known valid from Start; zero: TTL.
 	Validity time.Duration
-	// Lost, if not nil, is closed when the backend says the hold is gone
-	// (a session expired, a node deleted): the lease then ends lost.
-	Lost <-chan struct{}
+	// Lost, if not nil, is done when the backend says the hold is gone (a
+	// session expired, a node deleted): the lease then ends lost. A
+	// context, which the Locker watches with context.AfterFunc: no
+	// goroutine waits on it per lease.
+	Lost context.Context
 	// Retry, for a refusal, is how long until the holder's lease would
 	// lapse: the waiter looks again then at the latest, should no
 	// notification come. Zero (or less): look again soon; the waiter backs

@@ -17,9 +17,10 @@ import (
 // each with a leaseOps of its own, and releases it with the last.
 type hold struct {
 	*node
-	s    *session      // the session the node lives in
-	gone chan struct{} // closed when the hold ends; stops its watcher
-	lost chan struct{} // closed when it ends lost: every lease's Grant.Lost
+	s    *session        // the session the node lives in
+	gone chan struct{}   // closed when the hold ends; stops its watcher
+	lost context.Context // done when it ends lost: every lease's Grant.Lost
+	lose context.CancelFunc
 
 	// guarded by zkDriver.mu
 	releasing bool // our own delete is under way: its watch event is no loss
@@ -29,12 +30,13 @@ type hold struct {
 // newHold records n as held and watches it: when it is deleted by anyone
 // but us (ForceUnlock) or dies with the session, its leases are lost.
 func (z *zkDriver) newHold(s *session, n *node) *hold {
-	h := &hold{node: n, s: s, gone: make(chan struct{}), lost: make(chan struct{})}
+	h := &hold{node: n, s: s, gone: make(chan struct{})}
+	h.lost, h.lose = context.WithCancel(context.Background())
 	z.mu.Lock()
 	s.users++ // until the hold ends
 	z.holds[h] = struct{}{}
 	z.mu.Unlock()
-	go z.watchHold(h)
+	z.watchNode(h)
 	return h
 }
 
@@ -128,6 +130,9 @@ func (z *zkDriver) endLocked(h *hold) {
 	}
 	h.ended = true
 	delete(z.holds, h)
+	if h.s.watched[h.path] == h {
+		delete(h.s.watched, h.path)
+	}
 	z.putLocked(h.s)
 	close(h.gone)
 }
@@ -142,7 +147,7 @@ func (z *zkDriver) lose(h *hold, discard bool) {
 	}
 	z.endLocked(h)
 	z.mu.Unlock()
-	close(h.lost)
+	h.lose()
 	if discard {
 		z.orphan(h.s, h.path, h.session)
 	}

@@ -16,12 +16,18 @@ type session struct {
 	lastContact atomic.Int64  // unix nanos when the last answered request was sent
 	own         bool          // the Locker made the connection and closes it
 	quit        chan struct{} // closed when the Locker is done with the session
+	// callback: the connection hands its events to event, which passes
+	// them to dispatch once the driver adopts the session (dispatch.go).
+	callback bool
+	dispatch atomic.Pointer[func(zk.Event)]
 
 	// guarded by zkDriver.mu
 	key       time.Duration // its entry in zkDriver.sessions
 	users     int           // acquires in flight and holds on this session
 	idleSince time.Time     // when users last fell to 0
 	closed    bool
+	watched   map[string]*hold // holds by node path, where callback
+	recent    recent           // events of nodes not registered, where callback
 }
 
 func newSession(conn *zk.Conn, asked time.Duration, own bool) *session {
@@ -35,8 +41,9 @@ func newSession(conn *zk.Conn, asked time.Duration, own bool) *session {
 // and the server's granted timeout is known, or ctx ends.
 func connect(ctx context.Context, servers []string, asked time.Duration, auth string) (*session, error) {
 	s := newSession(nil, asked, true)
+	s.callback, s.watched = true, map[string]*hold{}
 	logger := &sessionLogger{negotiated: &s.negotiated, learned: make(chan struct{})}
-	conn, events, err := zk.Connect(servers, asked, zk.WithLogger(logger), zk.WithLogInfo(true))
+	conn, events, err := zk.Connect(servers, asked, zk.WithLogger(logger), zk.WithLogInfo(true), zk.WithEventCallback(s.event))
 	if err != nil {
 		return nil, err
 	}

@@ -120,6 +120,7 @@ func (z *zkDriver) dialSession(r time.Duration, sl *slot) {
 		sl.err = locker.Unavailable(fmt.Errorf("locker/zookeeper: no session with %s: %w", z.dial.name, err))
 	default:
 		z.register(sl, s)
+		z.adopt(s)
 		go z.monitor(s)
 		return
 	}

@@ -124,6 +124,7 @@ func newDriver(primary *session, d *dialer, cfg config) *zkDriver {
 		z.register(sl, primary)
 		close(sl.ready)
 	}
+	z.adopt(primary)
 	go z.monitor(primary)
 	return z
 }
