@@ -43,7 +43,8 @@ func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.tim
 // WithCloseClient makes Close also close the client given to New.
 func WithCloseClient() Option { return func(c *config) { c.owned = true } }
 
-// etcdDriver is the driver.Driver (and driver.Admin) over one etcd client.
+// etcdDriver is the driver.Driver (and driver.Admin, Batcher,
+// BatchRefresher, FenceFloorer, ModeKeeper) over one etcd client.
 // It queues waiters itself, so it needs no driver.Notifier.
 type etcdDriver struct {
 	config

@@ -70,6 +70,30 @@ func (e *etcdLease) keepAlive(ctx context.Context) error {
 	return nil
 }
 
+// adopt takes on what from, another value for the same etcd lease (a
+// re-entry's), has just learned by a keep-alive: that the lease is gone
+// (errLeaseGone), or a later expiry. It runs under e.turn, as keepAlive.
+func (e *etcdLease) adopt(ctx context.Context, from *etcdLease) error {
+	if e == from {
+		return nil
+	}
+	select {
+	case e.turn <- struct{}{}:
+		defer func() { <-e.turn }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	t := from.expires()
+	if t.IsZero() {
+		e.gone()
+		return errLeaseGone
+	}
+	if t.After(e.expires()) {
+		e.expiry.Store(t)
+	}
+	return nil
+}
+
 // errLeaseGone: the server no longer has the lease (expired or revoked).
 var errLeaseGone = errors.New("locker/etcd: etcd lease expired or revoked")
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/locker-go/locker"
@@ -29,26 +30,47 @@ var _ driver.Expirer = (*hold)(nil)
 
 // Refresh keeps the etcd lease alive (one keep-alive serves the locks on
 // it) and checks that the entry is still ours: that is how a holder learns
-// of a ForceUnlock, which deletes the entry, not the shared lease.
+// of a ForceUnlock, which deletes the entry, not the shared lease. A
+// Locker's keep-alive renews its holds in batches instead (renew.go).
 func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
-	if err := h.lease.ensure(ctx, h.r.TTL); errors.Is(err, errLeaseGone) {
-		return 0, locker.ErrNotHeld
-	} else if err != nil {
-		return 0, h.d.fail(ctx, h.r.Key, err)
+	if err := h.lease.ensure(ctx, h.r.TTL); err != nil {
+		return 0, h.leaseErr(ctx, err)
 	}
 	resp, err := h.d.txn(ctx, h.r.Key, nil, []clientv3.Op{clientv3.OpGet(h.name)})
 	if err != nil {
 		return 0, err
 	}
-	kv := kvs(resp, 0)
+	if !h.ours(kvs(resp, 0)) {
+		return 0, locker.ErrNotHeld
+	}
+	return h.valid(start), nil
+}
+
+// leaseErr is what a refresh answers when keeping its etcd lease alive
+// failed with err: ErrNotHeld if the server dropped the lease.
+func (h *hold) leaseErr(ctx context.Context, err error) error {
+	if errors.Is(err, errLeaseGone) {
+		return locker.ErrNotHeld
+	}
+	return h.d.fail(ctx, h.r.Key, err)
+}
+
+// ours reports whether kv, a read of the hold's entry, shows it still
+// ours: the same entry (create revision), on its etcd lease, with the
+// hold in its record.
+func (h *hold) ours(kv []*mvccpb.KeyValue) bool {
 	if len(kv) == 0 || kv[0].CreateRevision != h.created || kv[0].Lease != int64(h.lease.id) {
-		return 0, locker.ErrNotHeld
+		return false
 	}
-	if rec, err := decodeRecord(kv[0].Value); err != nil || !rec.has(h.r.ID) {
-		return 0, locker.ErrNotHeld
-	}
-	return min(h.r.TTL, h.lease.expires().Sub(start)), nil
+	rec, err := decodeRecord(kv[0].Value)
+	return err == nil && rec.has(h.r.ID)
+}
+
+// valid is how long the hold is known valid from start, once refreshed:
+// its TTL, or less if its etcd lease is known to live less.
+func (h *hold) valid(start time.Time) time.Duration {
+	return min(h.r.TTL, h.lease.expires().Sub(start))
 }
 
 // Release drops this hold; the entry goes with its last hold. It can be
