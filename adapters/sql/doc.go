@@ -86,6 +86,16 @@
 // (even to an earlier lease of the same WithOwner identity), and a statement
 // retried after a lost reply applies once.
 //
+// A Locker's kept-alive leases renew together (driver.BatchRefresher): the
+// Exclusive holds due on one tick, up to 1,000, in one statement with
+// refresh's match, so each is extended exactly as its own Refresh would
+// extend it. Postgres: UPDATE … FROM json_to_recordset($1) … RETURNING;
+// SQLite: UPDATE … FROM json_each($1) … RETURNING; MySQL: an UPDATE joined
+// to a derived table of the holds, and a read of their rows only if it
+// changed fewer rows than it had holds (a longer expiry left, or a hold
+// lost). A key held twice in one batch costs a statement more; Shared and
+// intention holds renew alone, each in its own transaction.
+//
 // MySQL and MariaDB return no rows from writes, so there an acquire is a
 // few single statements, none holding a lock past itself: an INSERT claims
 // a free key unless a live waiter is queued ahead of the caller (the

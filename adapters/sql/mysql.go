@@ -63,6 +63,8 @@ func myDialect(table string) *dialect {
 		noLane:      myNoLane,
 		releaseOnce: m.release,
 		refreshOnce: m.refreshOnce,
+		// the batch statement is built per batch: its holds are rows of it
+		refreshBatchOnce: newMyRefreshBatch(fill).once,
 		expireOnce: func(ctx context.Context, h *hold) (bool, error) {
 			return affected(h.d.db.ExecContext(ctx, m.expire, h.key, h.owner, h.fence))
 		},

@@ -37,6 +37,7 @@ func pgDialect(table string) *dialect {
 			wait:          fill(pgWait),
 			leave:         fill(pgLeave),
 			refresh:       fill(refresh),
+			refreshBatch:  fill(pgRefreshBatch),
 			release:       fill(pgRelease),
 			expire:        fill(pgExpire),
 			releaseLane:   fill(`SELECT * FROM "{tn}_xrelease_v2"($1, $2, $3, $4)`),

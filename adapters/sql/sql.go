@@ -35,6 +35,9 @@ type dialect struct {
 	// unless set.
 	refreshOnce func(ctx context.Context, h *hold) (ok bool, err error)
 	expireOnce  func(ctx context.Context, h *hold) (deleted bool, err error)
+	// refreshBatchOnce is refreshOnce for Exclusive holds of distinct
+	// keys, in one statement: runRefreshBatch unless set (refresh_batch.go).
+	refreshBatchOnce func(ctx context.Context, d *sqlDriver, hs []*hold) (ok []bool, err error)
 	// placeOnce keeps a waiter's place in the queue without claiming the
 	// key, where the database queues waiters that also poll (MySQL): a
 	// waiter behind another of this process's does no more.
@@ -46,7 +49,8 @@ type dialect struct {
 
 var gormDialects = map[string]func(table string) *dialect{"postgres": pgDialect, "sqlite": sqliteDialect, "mysql": myDialect}
 
-// sqlDriver is the driver.Driver (with Notifier and Admin) over a lock table.
+// sqlDriver is the driver.Driver (with Notifier, Batcher, BatchRefresher
+// and Admin) over a lock table.
 type sqlDriver struct {
 	*dialect
 	db      *dbsql.DB
@@ -133,6 +137,9 @@ func build(ctx context.Context, gdb *gorm.DB, closeDB func(), cfg config) (*sqlD
 	d := &sqlDriver{dialect: gormDialects[name](cfg.table), db: db, closeDB: closeDB, cfg: cfg, stop: func() {}}
 	if d.refreshOnce == nil {
 		d.refreshOnce, d.expireOnce = runRefresh, runExpire
+	}
+	if d.refreshBatchOnce == nil {
+		d.refreshBatchOnce = runRefreshBatch
 	}
 	if err = d.setup(ctx, d); err == nil {
 		if d.handsOffHere() {

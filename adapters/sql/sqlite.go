@@ -38,6 +38,7 @@ SELECT $1, $2, $3, coalesce(max(seq), 0) + 1, {now} + $4 FROM {q} WHERE "key" = 
 			acquireQueued: acquire,
 			wait:          fill(`SELECT coalesce((SELECT expires_at - {now} FROM {t} WHERE "key" = $1), 0)`),
 			refresh:       fill(refresh),
+			refreshBatch:  fill(sqliteRefreshBatch),
 			release: fill(`UPDATE {t} SET holds = holds - 1, ids = replace(ids, {id}, ' ')
 WHERE "key" = $1 AND owner = $2 AND ($3 = 0 OR fence = $3) AND instr(ids, {id}) > 0 RETURNING holds <= 0, holds > 0, 0, 0`),
 			expire: fill(`DELETE FROM {t} WHERE "key" = $1 AND owner = $2 AND fence = $3 AND expires_at <= {now} RETURNING 1, 0`),

@@ -27,8 +27,10 @@ type queries struct {
 	// of the queue, and if the key is free wake the next (Postgres only).
 	wait, leave string
 	// refresh ($1 key, $2 owner, $3 fence, $4 hold id, $5 TTL ms) extends
-	// the row if it still has the hold: a row if so.
-	refresh string
+	// the row if it still has the hold: a row if so. refreshBatch ($1 the
+	// holds in JSON) does it for holds of distinct keys, returning the key
+	// of each row extended (refresh_batch.go).
+	refresh, refreshBatch string
 	// release ($1 key, $2 owner, $3 fence or 0 for any, $4 hold id) takes
 	// the hold off the row, deleting the row with its last hold: (deleted,
 	// decremented, notified, exists), exists telling a lost race (the hold
