@@ -62,6 +62,9 @@ func (e env) bench(ctx context.Context, args []string) error {
 	ops := fs.Int("ops", 1000, "lock+unlock operations per phase")
 	hold := fs.Duration("hold", time.Millisecond, "how long each contended acquisition holds the key")
 	shared := fs.Bool("shared", false, "also measure a read-heavy mix: nine acquisitions in ten shared")
+	leases := fs.Int("leases", 0, "instead, hold `N` leases through one Locker, kept alive, and measure what that costs: backend calls/s, client CPU, goroutines")
+	leaseTTL := fs.Duration("ttl", 3*time.Second, "with --leases: the leases' TTL")
+	window := fs.Duration("for", 10*time.Second, "with --leases: how long to measure")
 	jsonOut := fs.Bool("json", false, "print JSON instead of a table")
 	plot := fs.String("plot", "", "write an SVG bar chart comparing the backends to `FILE`")
 	pos, err := parseInterleaved(fs, args)
@@ -72,6 +75,8 @@ func (e env) bench(ctx context.Context, args []string) error {
 		return usageErrorf("bench: unexpected argument %q (backends go in --backend URL)", pos[0])
 	case *workers < 1 || *ops < 1 || *keys < 1 || *hold < 0:
 		return usageErrorf("bench: --workers, --ops and --keys must be at least 1, --hold not negative")
+	case *leases < 0 || (*leases > 0 && (*leaseTTL <= 0 || *window <= 0)):
+		return usageErrorf("bench: --leases must not be negative, --ttl and --for must be positive")
 	}
 	if len(backends) == 0 {
 		raw, err := e.backendURL("")
@@ -82,6 +87,9 @@ func (e env) bench(ctx context.Context, args []string) error {
 	}
 	ctx, cancel := signalContext(ctx)
 	defer cancel()
+	if *leases > 0 {
+		return e.benchLeasesAll(ctx, backends, leasesConfig{n: *leases, ttl: *leaseTTL, window: *window}, *jsonOut)
+	}
 	cfg := benchConfig{workers: *workers, ops: *ops, keys: *keys, hold: *hold, shared: *shared}
 	results, first := e.benchAll(ctx, backends, cfg)
 	if *jsonOut {
