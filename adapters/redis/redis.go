@@ -5,7 +5,11 @@
 // first, so nobody but the owner ever extends or releases a lock. Waiters
 // queue in arrival order and a free key goes to the first live one, so Lock
 // is fair (FIFO) and a releasing client cannot barge ahead; the release
-// wakes only that waiter. Should the message be lost, a waiter looks again
+// wakes only that waiter. An exclusive release whose first waiter is
+// exclusive hands it the key in the same script (a fence drawn then) and
+// tells it so: the waiter holds the key without a round trip of its own
+// (8 workers on one key over a network with a 1 ms round trip: 255 ops/s,
+// 160 with the waiter's own acquire; on loopback no difference shows). Should the message be lost, a waiter looks again
 // when the holder's PTTL runs out, or after a third of its own TTL, which
 // also keeps its place: a crashed waiter's place lapses after its TTL.
 // TryLock never queues and fails while others wait.
@@ -53,6 +57,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -183,6 +188,17 @@ func (d *redisDriver) Acquire(ctx context.Context, r *driver.Request) (driver.Gr
 	}
 	ttl := max(r.TTL.Milliseconds(), 1)
 	call := d.sub.token(r.ID)
+	st, _ := r.State.(*callState)
+	if st == nil {
+		st = &callState{}
+		r.State = st
+	}
+	if fence, ok := d.sub.handed(d.place(r)); ok && !st.sent.IsZero() {
+		// A release handed us the key: held since before our last call,
+		// which queued us, at the latest (see releaseScript).
+		return driver.Grant{Fence: fence, Hold: d.hold(r, call, ttl), Start: st.sent}, nil
+	}
+	st.sent = time.Now()
 	keys := append(d.keys(r.Space, r.Key), d.fenceKey())
 	script := acquireScript
 	if r.Mode == driver.Exclusive {
@@ -202,8 +218,13 @@ func (d *redisDriver) Acquire(ctx context.Context, r *driver.Request) (driver.Gr
 		}
 		return driver.Grant{Retry: retry}, nil
 	}
+	d.sub.handed(d.place(r)) // a hand-off the script found first
 	return driver.Grant{Fence: uint64(res[1]), Hold: d.hold(r, call, ttl)}, nil
 }
+
+// callState is a call's own, between its attempts: when it last sent
+// the acquire script.
+type callState struct{ sent time.Time }
 
 // hold is the hold of r, granted under the id call.
 func (d *redisDriver) hold(r *driver.Request, call string, ttl int64) *hold {
@@ -218,6 +239,7 @@ func mismatch(r *driver.Request, held int64) error {
 // Abandon undoes what a failed call may have left: its place in the
 // queue, and a hold granted although the reply never came back.
 func (d *redisDriver) Abandon(ctx context.Context, r *driver.Request) {
+	d.sub.handed(d.sub.waiter(r))
 	_ = abandonScript.Run(ctx, d.client, d.keys(r.Space, r.Key), r.Owner, int(r.Mode), d.sub.token(r.ID), d.sub.waiter(r), d.wakePrefix()).Err()
 }
 
@@ -247,6 +269,9 @@ type subscriber struct {
 	id      string
 	channel string
 	hub     *wait.Hub // waiters by token
+
+	handMu sync.Mutex
+	hands  map[string]uint64 // fences of the keys releases handed to our waiters, by token
 
 	mu        sync.Mutex
 	ps        *goredis.PubSub
@@ -308,7 +333,7 @@ func (s *subscriber) dispatch(msgs <-chan any, done chan struct{}) {
 	for m := range msgs {
 		switch m := m.(type) {
 		case *goredis.Message:
-			s.hub.Notify(m.Payload)
+			s.hub.Notify(s.note(m.Payload))
 		case *goredis.Subscription:
 			if m.Kind != "subscribe" {
 				continue
@@ -320,6 +345,34 @@ func (s *subscriber) dispatch(msgs <-chan any, done chan struct{}) {
 			}
 		}
 	}
+}
+
+// note records a hand-off ("g <token> <fence>", see releaseScript) and
+// returns the token the message wakes.
+func (s *subscriber) note(msg string) string {
+	rest, ok := strings.CutPrefix(msg, "g ")
+	if !ok {
+		return msg
+	}
+	token, f, _ := strings.Cut(rest, " ")
+	if fence, err := strconv.ParseUint(f, 10, 64); err == nil {
+		s.handMu.Lock()
+		if s.hands == nil {
+			s.hands = map[string]uint64{}
+		}
+		s.hands[token] = fence
+		s.handMu.Unlock()
+	}
+	return token
+}
+
+// handed takes the fence of a key handed to waiter token, if any.
+func (s *subscriber) handed(token string) (uint64, bool) {
+	s.handMu.Lock()
+	defer s.handMu.Unlock()
+	f, ok := s.hands[token]
+	delete(s.hands, token)
+	return f, ok
 }
 
 func (s *subscriber) close() error {
@@ -357,7 +410,9 @@ func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 }
 
 func (h *hold) Release(ctx context.Context) error {
-	ok, err := releaseScript.Run(ctx, h.d.client, h.d.keys(h.space, h.key), h.owner, int(h.mode), h.id, h.d.wakePrefix()).Int()
+	h.d.sub.handed(h.id + ":" + strconv.Itoa(int(h.mode))) // a hand-off heard after the script granted it
+	keys := append(h.d.keys(h.space, h.key), h.d.fenceKey())
+	ok, err := releaseScript.Run(ctx, h.d.client, keys, h.owner, int(h.mode), h.id, h.d.wakePrefix()).Int()
 	if err != nil {
 		h.unsure = true // the lease serialises Release calls
 		return backendErr(ctx, err)

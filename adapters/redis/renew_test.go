@@ -15,12 +15,16 @@ import (
 )
 
 // counting counts the commands a client sends.
-type counting struct{ n atomic.Int64 }
+type counting struct {
+	n    atomic.Int64
+	last atomic.Value
+}
 
 func (c *counting) DialHook(next goredis.DialHook) goredis.DialHook { return next }
 func (c *counting) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
 		c.n.Add(1)
+		c.last.Store(fmt.Sprint(cmd.Args()))
 		return next(ctx, cmd)
 	}
 }
@@ -67,5 +71,71 @@ func TestRenewalsBatched(t *testing.T) {
 	t.Logf("%d leases kept alive for 3×TTL with %d commands", n, used)
 	if used >= n {
 		t.Errorf("%d commands to keep %d leases alive for 3×TTL: renewals are not batched", used, n)
+	}
+}
+
+// The last exclusive release of a key whose first waiter is exclusive
+// hands it the key: the waiter holds it, with a fence above the last,
+// without a script of its own.
+func TestReleaseHandsOff(t *testing.T) {
+	u := testenv.URL(t, "LOCKER_TEST_REDIS")
+	opt, err := goredis.ParseURL(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pfx := lockredis.WithPrefix(prefix + t.Name() + ":")
+	var lockers [2]locker.Locker
+	calls := &counting{}
+	for i := range lockers {
+		c := goredis.NewClient(opt)
+		defer c.Close()
+		if i == 1 {
+			c.AddHook(calls)
+		}
+		if lockers[i], err = lockredis.New(c, pfx); err != nil {
+			t.Fatal(err)
+		}
+		defer lockers[i].Close()
+	}
+	held, err := lockers[0].Lock(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan locker.Lease, 1)
+	go func() {
+		l, err := lockers[1].Lock(ctx, "k")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	for { // until the waiter is queued
+		info, err := lockers[0].(locker.Admin).Status(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Waiters == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before := calls.n.Load()
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := <-got
+	if next == nil {
+		t.FailNow()
+	}
+	defer next.Unlock(ctx)
+	if n := calls.n.Load() - before; n != 0 {
+		t.Errorf("the waiter sent %d commands to take a key handed to it (the last: %v), want none", n, calls.last.Load())
+	}
+	if next.Fence() <= held.Fence() {
+		t.Errorf("fence %d after %d: not above", next.Fence(), held.Fence())
+	}
+	if left := time.Until(next.Deadline()); left <= 0 || left > locker.DefaultTTL {
+		t.Errorf("handed lease's Deadline in %v, want within its TTL %v", left, locker.DefaultTTL)
 	}
 }

@@ -15,7 +15,9 @@ import (
 //	exp:<key>    sorted set "<mode>:<owner>" by when that holder lapses
 //	             (ms, server clock), for holders other than X
 //	queue:<key>  sorted set of waiting Lock calls' tokens, by arrival
-//	qexp:<key>   hash token -> when that waiter's place lapses
+//	qexp:<key>   hash token -> when that waiter's place lapses; and, for
+//	             an exclusive waiter, "i"..token -> "<ttl ms> <owner>": what
+//	             a release needs to grant it the key (see releaseScript)
 //
 // Modes are driver.Mode's values: 0 X, 1 S, 2 IS, 3 IX; a token
 // "client.call:mode" carries its waiter's. An X holder is alone, so the
@@ -76,7 +78,7 @@ local function enqueue(q, qx, token, now, ttl)
 end
 local function leave(q, qx, token)
   redis.call('ZREM', q, token)
-  redis.call('HDEL', qx, token)
+  redis.call('HDEL', qx, token, 'i' .. token)
 end
 -- keep makes the lock's keys live at least ttl ms more, and no less
 -- than each other.
@@ -341,7 +343,7 @@ if redis.call('EXISTS', KEYS[1], KEYS[3]) > 0 then
     if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
     if token ~= '' then
       redis.call('ZREM', KEYS[3], token)
-      redis.call('HDEL', KEYS[4], token)
+      redis.call('HDEL', KEYS[4], token, 'i' .. token)
     end
     return {1, tonumber(fence)}
   end
@@ -359,20 +361,20 @@ if redis.call('EXISTS', KEYS[1], KEYS[3]) > 0 then
         break
       end
       redis.call('ZREM', KEYS[3], head)
-      redis.call('HDEL', KEYS[4], head)
+      redis.call('HDEL', KEYS[4], head, 'i' .. head)
     end
   end
   if refusal then -- keep the place, a newcomer's after every waiter (see enqueue)
     if token ~= '' then
       local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')[2]
       redis.call('ZADD', KEYS[3], 'NX', math.max(now, tonumber(last or '0') + 1), token)
-      redis.call('HSET', KEYS[4], token, now + ttl)
+      redis.call('HSET', KEYS[4], token, now + ttl, 'i' .. token, ttl .. ' ' .. o)
     end
     return refusal
   end
   if token ~= '' then
     redis.call('ZREM', KEYS[3], token)
-    redis.call('HDEL', KEYS[4], token)
+    redis.call('HDEL', KEYS[4], token, 'i' .. token)
   end
 end
 local fence
@@ -414,9 +416,13 @@ end
 return fences
 `)
 
-// releaseScript: KEYS lock, exp, queue, qexp; ARGV owner, mode, hold id,
-// wake channel prefix. Drops that hold (see drop): 1 if it was there, 0
-// if not.
+// releaseScript: KEYS lock, exp, queue, qexp, fence counter; ARGV owner,
+// mode, hold id, wake channel prefix. Drops that hold (see drop): 1 if it
+// was there, 0 if not. The last exclusive hold of a key whose first live
+// waiter is exclusive hands the key over: it grants that waiter the key
+// (its TTL and owner from its queue entry, a fence drawn now) and
+// publishes "g <token> <fence>", so that the waiter holds it without a
+// call of its own (see subscriber.handed).
 var releaseScript = goredis.NewScript(ids + `
 if ARGV[2] == '0' then
   -- An exclusive holder, alone: its last hold deletes the lock.
@@ -440,9 +446,20 @@ if ARGV[2] == '0' then
   while true do
     local w = redis.call('ZRANGE', KEYS[3], i, i)[1]
     if not w then return 1 end
-    if tonumber(redis.call('HGET', KEYS[4], w) or '0') <= now then
+    local x = redis.call('HMGET', KEYS[4], w, 'i' .. w)
+    if tonumber(x[1] or '0') <= now then
       redis.call('ZREM', KEYS[3], w)
-      redis.call('HDEL', KEYS[4], w)
+      redis.call('HDEL', KEYS[4], w, 'i' .. w)
+    elseif i == 0 and x[2] then -- an exclusive waiter first: hand it the key
+      local ttl, owner = string.match(x[2], '^(%d+) (.*)$')
+      local f
+` + rediskey.NextFence("f", "KEYS[5]") + `
+      redis.call('HSET', KEYS[1], 'h0:' .. owner, string.format('%d:%s', f, string.match(w, '^(.*):%d$')), 'c0', 1)
+      redis.call('PEXPIRE', KEYS[1], tonumber(ttl))
+      redis.call('ZREM', KEYS[3], w)
+      redis.call('HDEL', KEYS[4], w, 'i' .. w)
+      redis.call('PUBLISH', ARGV[4] .. string.match(w, '^([^.]*)'), 'g ' .. w .. ' ' .. string.format('%d', f))
+      return 1
     else
       local m, ok = tonumber(string.sub(w, -1)), true
       for s in pairs(seen) do
