@@ -110,18 +110,40 @@ func (r *renewer) run() {
 		ds := r.due
 		r.due = nil
 		r.mu.Unlock()
-		leases := make([]*lease, 0, len(ds))
+		shards := map[string][]*lease{}
 		for _, d := range ds {
 			if d.l.startRenewal(d.at) {
-				leases = append(leases, d.l)
+				s := r.shard(d.l)
+				shards[s] = append(shards[s], d.l)
 			}
 		}
-		for len(leases) > 0 {
-			n := min(len(leases), batchMax)
-			r.batch(leases[:n])
-			leases = leases[n:]
+		for _, leases := range shards {
+			// Each shard's batches on their own: one that hangs holds up
+			// neither the other shards nor the next tick (its leases are
+			// not renewed again while it lasts). Close waits for them.
+			r.set.spawn(func() {
+				for len(leases) > 0 {
+					n := min(len(leases), batchMax)
+					r.batch(leases[:n])
+					leases = leases[n:]
+				}
+			})
 		}
 	}
+}
+
+// shard is the server of l's hold, where the driver has several
+// (driver.Sharder): each shard's leases are renewed in calls of their own.
+func (r *renewer) shard(l *lease) string {
+	s, ok := r.b.(driver.Sharder)
+	if !ok {
+		return ""
+	}
+	h := l.cfg.Hold
+	if c, counted := h.(*countedHold); counted {
+		h = c.h
+	}
+	return s.Shard(h)
 }
 
 // stop ends the schedule at Close, which is releasing every lease.

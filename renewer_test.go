@@ -289,3 +289,53 @@ func TestAlign(t *testing.T) {
 		}
 	}
 }
+
+// shardDriver is a batchDriver whose holds of keys "a…" live on a server
+// that hangs (driver.Sharder).
+type shardDriver struct{ *batchDriver }
+
+func (d shardDriver) Shard(h driver.Hold) string { return h.(*batchHold).key[:1] }
+
+func (d shardDriver) RefreshBatch(ctx context.Context, hs []driver.Hold) ([]driver.Refreshed, error) {
+	if d.Shard(hs[0]) == "a" {
+		<-ctx.Done()
+		return nil, Unavailable(ctx.Err())
+	}
+	return d.batchDriver.RefreshBatch(ctx, hs)
+}
+
+// A shard that hangs (a cluster's master) loses its own leases, by their
+// Deadline; the other shard's are renewed meanwhile.
+func TestShardThatHangsDelaysItsOwn(t *testing.T) {
+	d := shardDriver{&batchDriver{}}
+	lk := New(d)
+	defer lk.Close()
+	const ttl = 400 * time.Millisecond // loose: the whole suite may load the machine
+	var a, b []Lease
+	for i := range 10 {
+		for _, s := range []string{"a", "b"} {
+			l, err := lk.Lock(context.Background(), fmt.Sprintf("%s%d", s, i), WithTTL(ttl))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s == "a" {
+				a = append(a, l)
+			} else {
+				b = append(b, l)
+			}
+		}
+	}
+	for _, l := range a {
+		select {
+		case <-l.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("lease %s on the hung shard still open", l.Key())
+		}
+	}
+	until(t, 10*time.Second, "the other shard's leases renewed 3 times", func() bool { return renewedAll(b, 3) })
+	for _, l := range b {
+		if l.Err() != nil {
+			t.Errorf("lease %s on the live shard ended: %v", l.Key(), l.Err())
+		}
+	}
+}

@@ -193,6 +193,15 @@ type BatchRefresher interface {
 	RefreshBatch(ctx context.Context, hs []Hold) (out []Refreshed, err error)
 }
 
+// Sharder is implemented by BatchRefreshers whose holds live on several
+// independent servers (a Redis Cluster's masters): the Locker renews each
+// shard's holds in a RefreshBatch of their own, all at once, so that a
+// server that hangs delays the renewals of its own holds alone.
+type Sharder interface {
+	// Shard names the server of hold h: holds with one name share a call.
+	Shard(h Hold) string
+}
+
 // Refreshed is one hold's outcome in a RefreshBatch: as Refresh answers.
 type Refreshed struct {
 	Valid time.Duration

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -49,12 +48,12 @@ func (d *redisDriver) Status(ctx context.Context, space driver.Space, key string
 func (d *redisDriver) List(ctx context.Context, prefix string) ([]locker.LockInfo, error) {
 	var infos []locker.LockInfo
 	for _, space := range []driver.Space{driver.Plain, driver.Subtree} {
-		keys, err := d.scan(ctx, rediskey.MatchPrefix(d.lockKey(space, prefix)))
+		keys, err := d.scan(ctx, d.lockPattern(space, prefix))
 		if err != nil {
 			return nil, backendErr(ctx, err)
 		}
 		for _, k := range keys {
-			info, err := d.Status(ctx, space, strings.TrimPrefix(k, d.lockKey(space, "")))
+			info, err := d.Status(ctx, space, d.untag(space, k))
 			if errors.Is(err, locker.ErrNotHeld) {
 				continue // released since the scan
 			}

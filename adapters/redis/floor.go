@@ -17,24 +17,26 @@ var _ driver.FenceFloorer = (*redisDriver)(nil)
 // scripts would): every later fence is above it.
 var raiseScript = goredis.NewScript(rediskey.RaiseTo("1", "1") + `return 1`)
 
-// RaiseFence raises the counter that every key's fences come from (one per
-// prefix), so key's later fences are above floor.
-func (d *redisDriver) RaiseFence(ctx context.Context, _ driver.Space, _ string, floor uint64) error {
+// RaiseFence raises the counter that key's fences come from (the
+// prefix's, or the lock's own on a slotted cluster), so key's later fences
+// are above floor.
+func (d *redisDriver) RaiseFence(ctx context.Context, space driver.Space, key string, floor uint64) error {
 	if floor == 0 {
 		return nil
 	}
-	if err := raiseScript.Run(ctx, d.client, []string{d.fenceKey()}, strconv.FormatUint(floor, 10)).Err(); err != nil {
+	if err := raiseScript.Run(ctx, d.client, []string{d.fenceKey(space, key)}, strconv.FormatUint(floor, 10)).Err(); err != nil {
 		return backendErr(ctx, err)
 	}
 	return nil
 }
 
-// raiseFor raises the counter to the highest Floor of rs, before their
+// raiseFor raises each of rs's counters to its Floor, before their
 // acquire: a round trip more, for a Migration's requests alone.
 func (d *redisDriver) raiseFor(ctx context.Context, rs ...*driver.Request) error {
-	var floor uint64
 	for _, r := range rs {
-		floor = max(floor, r.Floor)
+		if err := d.RaiseFence(ctx, r.Space, r.Key, r.Floor); err != nil {
+			return err
+		}
 	}
-	return d.RaiseFence(ctx, driver.Plain, "", floor)
+	return nil
 }

@@ -1,5 +1,6 @@
-// Package redis is the locker adapter for a single Redis (or a Redis
-// Cluster or Sentinel deployment through go-redis's UniversalClient).
+// Package redis is the locker adapter for a single Redis, a Redis Cluster
+// (redis-cluster://) or a Sentinel deployment through go-redis's
+// UniversalClient.
 //
 // Acquire, refresh and release are atomic scripts that check the owner
 // first, so nobody but the owner ever extends or releases a lock. Waiters
@@ -35,9 +36,21 @@
 //
 // The fence is an INCR of prefix+"fence"; lost with the server's data (a
 // restart without persistence), the counter starts again from the server's
-// clock in microseconds, so fences never go back. With a Cluster client, choose a
-// prefix with a hash tag, e.g. "{locker}:", so that the lock keys and the
-// counter share a slot, as a Lua script requires.
+// clock in microseconds, so fences never go back.
+//
+// Redis Cluster (redis-cluster://host:port,host:port,..., or New with a
+// ClusterClient): each lock lives in a hash slot of its own, its keys and
+// its own fence counter sharing a hash tag (cluster.go), so locks spread
+// over every master; a subtree path's tag is its tree's, so a tree's locks
+// and fences share one slot and a subtree lock is one script. LockAll of
+// keys in several slots takes them one by one, in order; the keep-alive
+// sends one pipeline to each master per tick (a script per lease: one
+// script cannot reach several slots), and a master that hangs delays its
+// own leases alone (driver.Sharder). Waiters hear releases through classic
+// pub/sub, which the cluster relays to every node. A master killed ends
+// the leases on its locks by their Deadline; restarted empty, its counters
+// start from its clock. A prefix with a hash tag ("{locker}:") puts every
+// lock in that one slot instead, as on one server.
 //
 // What it survives: a crashed holder (the key expires at its TTL), and a
 // Redis killed and restarted on an append-only file fsynced at every write
@@ -104,6 +117,7 @@ func New(client goredis.UniversalClient, opts ...Option) (locker.Locker, error) 
 func init() {
 	locker.Register("redis", Open)
 	locker.Register("rediss", Open)
+	locker.Register("redis-cluster", openCluster)
 }
 
 // Open returns a Locker for a URL of the form
@@ -119,7 +133,7 @@ func Open(ctx context.Context, u *url.URL) (locker.Locker, error) {
 	case err != nil:
 		return nil, urlx.Invalid(u, "%v", err)
 	case len(hosts) > 1:
-		return nil, urlx.Invalid(u, "%s names one server; several independent masters are redlock://", u.Scheme)
+		return nil, urlx.Invalid(u, "%s names one server; a cluster is redis-cluster://, several independent masters redlock://", u.Scheme)
 	}
 	q := u.Query()
 	opts := []Option{func(d *redisDriver) { d.closeClient = true }}
@@ -152,17 +166,24 @@ func base(space driver.Space) string {
 }
 
 func (d *redisDriver) lockKey(space driver.Space, key string) string {
-	return d.prefix + base(space) + "lock:" + key
+	return d.prefix + base(space) + "lock:" + d.tag(space, key) + key
 }
 
 // keys are the lock's keys in the order the scripts take them: lock, exp,
 // queue, qexp (see scripts.go).
 func (d *redisDriver) keys(space driver.Space, key string) []string {
-	b := d.prefix + base(space)
-	return []string{b + "lock:" + key, b + "exp:" + key, b + "queue:" + key, b + "qexp:" + key}
+	b, t := d.prefix+base(space), d.tag(space, key)+key
+	return []string{b + "lock:" + t, b + "exp:" + t, b + "queue:" + t, b + "qexp:" + t}
 }
 
-func (d *redisDriver) fenceKey() string { return d.prefix + "fence" }
+// fenceKey is the counter of the fences of key in space: the prefix's one,
+// or on a slotted cluster the lock's own (its tree's, for a subtree path).
+func (d *redisDriver) fenceKey(space driver.Space, key string) string {
+	if d.slotted() {
+		return d.prefix + "fence:" + d.tag(space, key)
+	}
+	return d.prefix + "fence"
+}
 
 // wakePrefix and a waiter's client id name the channel of its turn.
 func (d *redisDriver) wakePrefix() string { return d.prefix + "w:" }
@@ -199,7 +220,7 @@ func (d *redisDriver) Acquire(ctx context.Context, r *driver.Request) (driver.Gr
 		return driver.Grant{Fence: fence, Hold: d.hold(r, call, ttl), Start: st.sent}, nil
 	}
 	st.sent = time.Now()
-	keys := append(d.keys(r.Space, r.Key), d.fenceKey())
+	keys := append(d.keys(r.Space, r.Key), d.fenceKey(r.Space, r.Key))
 	script := acquireScript
 	if r.Mode == driver.Exclusive {
 		script = exclusiveScript
@@ -411,7 +432,7 @@ func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 
 func (h *hold) Release(ctx context.Context) error {
 	h.d.sub.handed(h.id + ":" + strconv.Itoa(int(h.mode))) // a hand-off heard after the script granted it
-	keys := append(h.d.keys(h.space, h.key), h.d.fenceKey())
+	keys := append(h.d.keys(h.space, h.key), h.d.fenceKey(h.space, h.key))
 	ok, err := releaseScript.Run(ctx, h.d.client, keys, h.owner, int(h.mode), h.id, h.d.wakePrefix()).Int()
 	if err != nil {
 		h.unsure = true // the lease serialises Release calls

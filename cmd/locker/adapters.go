@@ -6,7 +6,7 @@ package main
 import (
 	_ "github.com/locker-go/locker/adapters/etcd"      // etcd://, etcds://
 	_ "github.com/locker-go/locker/adapters/mem"       // mem://
-	_ "github.com/locker-go/locker/adapters/redis"     // redis://, rediss://
+	_ "github.com/locker-go/locker/adapters/redis"     // redis://, rediss://, redis-cluster://
 	_ "github.com/locker-go/locker/adapters/redsync"   // redlock://
 	_ "github.com/locker-go/locker/adapters/sql"       // sqlite://, postgres://, postgresql://, mysql://
 	_ "github.com/locker-go/locker/adapters/zookeeper" // zk://

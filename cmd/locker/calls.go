@@ -37,6 +37,8 @@ func counterFor(u *url.URL) (c callCounter, ok bool) {
 		return callCounter{read: func(ctx context.Context) (int64, error) { return redisCalls(ctx, u) }, servers: 1, what: "Redis scripts run"}, true
 	case "redlock":
 		return callCounter{read: func(ctx context.Context) (int64, error) { return sumHosts(ctx, hosts, redisHostCalls(u)) }, servers: len(hosts), what: "Redis scripts run per master"}, true
+	case "redis-cluster":
+		return callCounter{read: func(ctx context.Context) (int64, error) { return sumHosts(ctx, hosts, redisHostCalls(u)) }, servers: 1, what: "Redis scripts run, all masters"}, true
 	case "etcd":
 		return callCounter{read: func(ctx context.Context) (int64, error) { return sumHosts(ctx, hosts, etcdCalls) }, servers: 1, what: "etcd gRPC messages received"}, true
 	case "zk":

@@ -21,8 +21,9 @@ var Defaults = map[string]string{
 	"LOCKER_TEST_SQLITE":   "sqlite:///tmp/locker-test.db",
 	"LOCKER_TEST_MYSQL":    "mysql://locker:locker@127.0.0.1:13306/locker",
 	// The HA forms (DESIGN.md's scale-out table).
-	"LOCKER_TEST_ETCD_CLUSTER": "etcd://127.0.0.1:12479,127.0.0.1:12579,127.0.0.1:12679/locker",
-	"LOCKER_TEST_ZK_ENSEMBLE":  "zk://127.0.0.1:12281,127.0.0.1:12381,127.0.0.1:12481/locker",
+	"LOCKER_TEST_ETCD_CLUSTER":  "etcd://127.0.0.1:12479,127.0.0.1:12579,127.0.0.1:12679/locker",
+	"LOCKER_TEST_ZK_ENSEMBLE":   "zk://127.0.0.1:12281,127.0.0.1:12381,127.0.0.1:12481/locker",
+	"LOCKER_TEST_REDIS_CLUSTER": "redis-cluster://127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003",
 }
 
 // URL returns the backend URL in env (else its default) after checking
