@@ -89,7 +89,7 @@ func (d *redisDriver) scan(ctx context.Context, match string) ([]string, error) 
 // waiters. The holders find out at their next refresh (within TTL/3 with
 // keep-alive).
 func (d *redisDriver) ForceUnlock(ctx context.Context, space driver.Space, key string) error {
-	n, err := forceScript.Run(ctx, d.client, d.keys(space, key), d.wakePrefix()).Int()
+	n, err := forceScript.Run(ctx, d.client, d.keys(space, key), d.wake(space, key)).Int()
 	if err != nil {
 		return backendErr(ctx, err)
 	}

@@ -66,7 +66,7 @@ func hashTagged(prefix string) bool {
 // releaseBatchScript); a hold of another driver declines the batch.
 func (d *redisDriver) ReleaseBatch(ctx context.Context, hs []driver.Hold) ([]error, error) {
 	keys := make([]string, 0, 4*len(hs))
-	args := []any{d.wakePrefix()}
+	args := []any{""} // the wake, below
 	spaces, names := make([]driver.Space, len(hs)), make([]string, len(hs))
 	for i, dh := range hs {
 		h, ok := dh.(*hold)
@@ -80,6 +80,7 @@ func (d *redisDriver) ReleaseBatch(ctx context.Context, hs []driver.Hold) ([]err
 	if !d.sameSlot(spaces, names) {
 		return nil, driver.ErrSkip
 	}
+	args[0] = d.wake(spaces[0], names[0]) // every hold's, since they share a slot
 	res, err := releaseBatchScript.Run(ctx, d.client, keys, args...).Int64Slice()
 	if err != nil {
 		for _, dh := range hs {

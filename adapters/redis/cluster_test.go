@@ -265,3 +265,66 @@ func TestClusterMasterKilled(t *testing.T) {
 		_ = lease.Unlock(ctx)
 	}
 }
+
+// On a slotted cluster the waiters listen on their lock's shard channel:
+// a release that hands a waiter the key reaches it there, and the waiter
+// holds the key without a command of its own.
+func TestClusterReleaseHandsOff(t *testing.T) {
+	ctx := context.Background()
+	calls := &counting{}
+	var lockers [2]locker.Locker
+	for i := range lockers {
+		o := &goredis.ClusterOptions{Addrs: clusterAddrs(t)}
+		if i == 1 {
+			o.NewClient = func(o *goredis.Options) *goredis.Client {
+				n := goredis.NewClient(o)
+				n.AddHook(calls)
+				return n
+			}
+		}
+		c := goredis.NewClusterClient(o)
+		defer c.Close()
+		var err error
+		if lockers[i], err = lockredis.New(c, lockredis.WithPrefix(prefix+t.Name()+":")); err != nil {
+			t.Fatal(err)
+		}
+		defer lockers[i].Close()
+	}
+	held, err := lockers[0].Lock(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan locker.Lease, 1)
+	go func() {
+		l, err := lockers[1].Lock(ctx, "k")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	for { // until the waiter is queued (it subscribed before)
+		info, err := lockers[0].(locker.Admin).Status(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Waiters == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before := calls.n.Load()
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := <-got
+	if next == nil {
+		t.FailNow()
+	}
+	defer next.Unlock(ctx)
+	if n := calls.n.Load() - before; n != 0 {
+		t.Errorf("the waiter sent %d commands to take a key handed to it (the last: %v), want none", n, calls.last.Load())
+	}
+	if next.Fence() <= held.Fence() {
+		t.Errorf("fence %d after %d: not above", next.Fence(), held.Fence())
+	}
+}

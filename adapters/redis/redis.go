@@ -46,8 +46,9 @@
 // keys in several slots takes them one by one, in order; the keep-alive
 // sends one pipeline to each master per tick (a script per lease: one
 // script cannot reach several slots), and a master that hangs delays its
-// own leases alone (driver.Sharder). Waiters hear releases through classic
-// pub/sub, which the cluster relays to every node. A master killed ends
+// own leases alone (driver.Sharder). Waiters hear releases through sharded
+// pub/sub, on their lock's own channel in its slot (shards.go), so a
+// release is heard on its master alone. A master killed ends
 // the leases on its locks by their Deadline; restarted empty, its counters
 // start from its clock. A prefix with a hash tag ("{locker}:") puts every
 // lock in that one slot instead, as on one server.
@@ -98,6 +99,7 @@ type redisDriver struct {
 	prefix      string
 	closeClient bool // Open made the client: Close closes it
 	sub         *subscriber
+	shards      *shards // a slotted cluster's shard subscriptions (shards.go); else nil
 }
 
 // New returns a Locker over client. The client stays the caller's: Close
@@ -111,6 +113,10 @@ func New(client goredis.UniversalClient, opts ...Option) (locker.Locker, error) 
 		o(d)
 	}
 	d.sub = newSubscriber(client, d.wakePrefix())
+	if cc, ok := client.(*goredis.ClusterClient); ok && d.slotted() {
+		d.shards = &shards{cc: cc, sub: d.sub, subs: map[string]*shardSub{}}
+		d.sub.sharded = true
+	}
 	return locker.New(d), nil
 }
 
@@ -261,21 +267,38 @@ func mismatch(r *driver.Request, held int64) error {
 // queue, and a hold granted although the reply never came back.
 func (d *redisDriver) Abandon(ctx context.Context, r *driver.Request) {
 	d.sub.handed(d.sub.waiter(r))
-	_ = abandonScript.Run(ctx, d.client, d.keys(r.Space, r.Key), r.Owner, int(r.Mode), d.sub.token(r.ID), d.sub.waiter(r), d.wakePrefix()).Err()
+	_ = abandonScript.Run(ctx, d.client, d.keys(r.Space, r.Key), r.Owner, int(r.Mode), d.sub.token(r.ID), d.sub.waiter(r), d.wake(r.Space, r.Key)).Err()
 }
 
-// Subscribe listens for the call's turn, announced on its Locker's channel.
+// Subscribe listens for the call's turn, announced on its Locker's channel
+// (on a slotted cluster, on its lock's shard channel).
 func (d *redisDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan struct{}, func(), error) {
-	return d.sub.hub.Subscribe(ctx, d.sub.waiter(r))
+	if d.shards == nil {
+		return d.sub.hub.Subscribe(ctx, d.sub.waiter(r))
+	}
+	ch := d.shardChannel(r.Space, r.Key)
+	if err := d.shards.join(ctx, ch); err != nil {
+		return nil, nil, err
+	}
+	wake, stop, err := d.sub.hub.Subscribe(ctx, d.sub.waiter(r))
+	if err != nil {
+		d.shards.leave(ch)
+		return nil, nil, err
+	}
+	return wake, func() { stop(); d.shards.leave(ch) }, nil
 }
 
 // Listening is true once the Locker's channel is up: later waits then
-// subscribe for free, and queue from their first attempt.
-func (d *redisDriver) Listening() bool { return d.sub.live() }
+// subscribe for free, and queue from their first attempt. (A lock's shard
+// channel costs a round trip each time: never.)
+func (d *redisDriver) Listening() bool { return d.shards == nil && d.sub.live() }
 
 // Close closes the subscription (and the client, if Open made it).
 func (d *redisDriver) Close(context.Context) error {
 	err := d.sub.close()
+	if d.shards != nil {
+		d.shards.close()
+	}
 	if d.closeClient {
 		err = errors.Join(err, d.client.Close())
 	}
@@ -290,6 +313,7 @@ type subscriber struct {
 	id      string
 	channel string
 	hub     *wait.Hub // waiters by token
+	sharded bool      // the waiters listen on their locks' shard channels (shards.go)
 
 	handMu sync.Mutex
 	hands  map[string]uint64 // fences of the keys releases handed to our waiters, by token
@@ -328,6 +352,9 @@ func (s *subscriber) live() bool {
 // Subscribe subscribes the Locker's channel once, and returns when Redis
 // has confirmed it.
 func (s *subscriber) Subscribe(ctx context.Context, _ string) error {
+	if s.sharded {
+		return nil // the Locker's Subscribe joined the lock's shard channel
+	}
 	s.mu.Lock()
 	if s.ps == nil {
 		s.ps = s.client.Subscribe(context.WithoutCancel(ctx), s.channel)
@@ -433,7 +460,7 @@ func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 func (h *hold) Release(ctx context.Context) error {
 	h.d.sub.handed(h.id + ":" + strconv.Itoa(int(h.mode))) // a hand-off heard after the script granted it
 	keys := append(h.d.keys(h.space, h.key), h.d.fenceKey(h.space, h.key))
-	ok, err := releaseScript.Run(ctx, h.d.client, keys, h.owner, int(h.mode), h.id, h.d.wakePrefix()).Int()
+	ok, err := releaseScript.Run(ctx, h.d.client, keys, h.owner, int(h.mode), h.id, h.d.wake(h.space, h.key)).Int()
 	if err != nil {
 		h.unsure = true // the lease serialises Release calls
 		return backendErr(ctx, err)

@@ -93,8 +93,22 @@ local function keep(lock, exp, ttl)
 end
 `
 
+// notifyLua: notify(wake, w, msg) tells waiter w msg: on its Locker's
+// channel wake..<its client id>, or, where wake is "s:<channel>" (a
+// slotted cluster), on the lock's shard channel, where every Locker with a
+// waiter of the lock listens (SPUBLISH; the channel shares the lock's slot).
+const notifyLua = `
+local function notify(wake, w, msg)
+  if string.sub(wake, 1, 2) == 's:' then
+    redis.call('SPUBLISH', string.sub(wake, 3), msg)
+  else
+    redis.call('PUBLISH', wake .. string.match(w, '^([^.]*)'), msg)
+  end
+end
+`
+
 // prelude holds the helpers of the general paths.
-var prelude = basics + `
+var prelude = basics + notifyLua + `
 -- compat says whether modes a and b may hold one key together (driver.Mode's matrix).
 local matrix = '0000011001110011'
 local function compat(a, b)
@@ -154,7 +168,7 @@ local function announce(lock, q, qx, wake, now, c)
   waiting(q, qx, now, function(w)
     local m = mode_of(w)
     if not blocked(c, m) and not blocked(seen, m) then
-      redis.call('PUBLISH', wake .. string.match(w, '^([^.]*)'), w)
+      notify(wake, w, w)
     end
     seen[m] = 1
     return m == 0
@@ -440,6 +454,7 @@ if ARGV[2] == '0' then
   if redis.call('EXISTS', KEYS[3]) == 0 then return 1 end
   -- The lock is gone: wake the waiters at the head that may hold it
   -- together (announce's walk, for no holders, without its helpers).
+` + notifyLua + `
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local matrix, seen, i = '0000011001110011', {}, 0
@@ -458,14 +473,14 @@ if ARGV[2] == '0' then
       redis.call('PEXPIRE', KEYS[1], tonumber(ttl))
       redis.call('ZREM', KEYS[3], w)
       redis.call('HDEL', KEYS[4], w, 'i' .. w)
-      redis.call('PUBLISH', ARGV[4] .. string.match(w, '^([^.]*)'), 'g ' .. w .. ' ' .. string.format('%d', f))
+      notify(ARGV[4], w, 'g ' .. w .. ' ' .. string.format('%d', f))
       return 1
     else
       local m, ok = tonumber(string.sub(w, -1)), true
       for s in pairs(seen) do
         ok = ok and string.byte(matrix, m * 4 + s + 1) == 49
       end
-      if ok then redis.call('PUBLISH', ARGV[4] .. string.match(w, '^([^.]*)'), w) end
+      if ok then notify(ARGV[4], w, w) end
       if m == 0 then return 1 end
       seen[m], i = true, i + 1
     end
