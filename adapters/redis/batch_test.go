@@ -13,19 +13,31 @@ import (
 	"github.com/locker-go/locker/internal/testenv"
 )
 
-// counter counts the commands a client sends.
-type counter struct{ n atomic.Int64 }
+// counter counts the commands a client sends, pipelined ones included,
+// and keeps the last one's arguments.
+type counter struct {
+	n    atomic.Int64
+	last atomic.Value
+}
 
 func (c *counter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
 func (c *counter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
 		c.n.Add(1)
+		c.last.Store(fmt.Sprint(cmd.Args()))
 		return next(ctx, cmd)
 	}
 }
 func (c *counter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
 }
+
+// Count is how many commands were sent; Last, the last one's arguments.
+func (c *counter) Count() int64 { return c.n.Load() }
+func (c *counter) Last() any    { return c.last.Load() }
 
 // LockAll of 10 keys takes them in one round trip, and a subtree lock of
 // depth 5 takes and lets go of its nodes in one each.

@@ -176,7 +176,7 @@ func TestClusterSpreadsLocks(t *testing.T) {
 // pipeline per tick, a round trip per master, which loads the script again
 // where a master lost it: all stay held.
 func TestClusterRenewals(t *testing.T) {
-	calls := &counting{}
+	calls := &lockredis.CommandCounter{}
 	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: clusterAddrs(t),
 		NewClient: func(o *goredis.Options) *goredis.Client {
 			n := goredis.NewClient(o)
@@ -210,7 +210,7 @@ func TestClusterRenewals(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("%d leases kept alive 3×TTL on the cluster with %d commands", n, calls.n.Load())
+	t.Logf("%d leases kept alive 3×TTL on the cluster with %d commands", n, calls.Count())
 }
 
 // A master killed: the leases on its locks end by their Deadline, lost,
@@ -270,8 +270,7 @@ func TestClusterMasterKilled(t *testing.T) {
 // a release that hands a waiter the key reaches it there, and the waiter
 // holds the key without a command of its own.
 func TestClusterReleaseHandsOff(t *testing.T) {
-	ctx := context.Background()
-	calls := &counting{}
+	calls := &lockredis.CommandCounter{}
 	var lockers [2]locker.Locker
 	for i := range lockers {
 		o := &goredis.ClusterOptions{Addrs: clusterAddrs(t)}
@@ -290,41 +289,5 @@ func TestClusterReleaseHandsOff(t *testing.T) {
 		}
 		defer lockers[i].Close()
 	}
-	held, err := lockers[0].Lock(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan locker.Lease, 1)
-	go func() {
-		l, err := lockers[1].Lock(ctx, "k")
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
-	for { // until the waiter is queued (it subscribed before)
-		info, err := lockers[0].(locker.Admin).Status(ctx, "k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.Waiters == 1 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	before := calls.n.Load()
-	if err := held.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	next := <-got
-	if next == nil {
-		t.FailNow()
-	}
-	defer next.Unlock(ctx)
-	if n := calls.n.Load() - before; n != 0 {
-		t.Errorf("the waiter sent %d commands to take a key handed to it (the last: %v), want none", n, calls.last.Load())
-	}
-	if next.Fence() <= held.Fence() {
-		t.Errorf("fence %d after %d: not above", next.Fence(), held.Fence())
-	}
+	checkHandOff(t, lockers, calls)
 }

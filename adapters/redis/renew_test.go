@@ -3,7 +3,6 @@ package redis_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,27 +12,6 @@ import (
 	lockredis "github.com/locker-go/locker/adapters/redis"
 	"github.com/locker-go/locker/internal/testenv"
 )
-
-// counting counts the commands a client sends.
-type counting struct {
-	n    atomic.Int64
-	last atomic.Value
-}
-
-func (c *counting) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-func (c *counting) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
-	return func(ctx context.Context, cmd goredis.Cmder) error {
-		c.n.Add(1)
-		c.last.Store(fmt.Sprint(cmd.Args()))
-		return next(ctx, cmd)
-	}
-}
-func (c *counting) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []goredis.Cmder) error {
-		c.n.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
-}
 
 // One Locker's many kept-alive leases are renewed in batches: over three
 // TTLs, 200 leases cost a few scripts per renewal period, not one per lease
@@ -46,7 +24,7 @@ func TestRenewalsBatched(t *testing.T) {
 	}
 	client := goredis.NewClient(opt)
 	defer client.Close()
-	calls := &counting{}
+	calls := &lockredis.CommandCounter{}
 	client.AddHook(calls)
 	lk, err := lockredis.New(client, lockredis.WithPrefix(prefix+t.Name()+":"))
 	if err != nil {
@@ -60,9 +38,9 @@ func TestRenewalsBatched(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := calls.n.Load()
+	before := calls.Count()
 	time.Sleep(3 * ttl) // the keep-alive at work is what is measured
-	used := calls.n.Load() - before
+	used := calls.Count() - before
 	for _, l := range leases {
 		if l.Err() != nil {
 			t.Fatalf("lease %s ended: %v", l.Key(), l.Err())
@@ -83,10 +61,9 @@ func TestReleaseHandsOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
 	pfx := lockredis.WithPrefix(prefix + t.Name() + ":")
 	var lockers [2]locker.Locker
-	calls := &counting{}
+	calls := &lockredis.CommandCounter{}
 	for i := range lockers {
 		c := goredis.NewClient(opt)
 		defer c.Close()
@@ -98,6 +75,15 @@ func TestReleaseHandsOff(t *testing.T) {
 		}
 		defer lockers[i].Close()
 	}
+	checkHandOff(t, lockers, calls)
+}
+
+// checkHandOff: lockers[0] holds "k" while lockers[1] (whose client calls
+// counts) waits for it; the release hands lockers[1] the key, which it
+// takes without a command, fenced above.
+func checkHandOff(t *testing.T, lockers [2]locker.Locker, calls *lockredis.CommandCounter) {
+	t.Helper()
+	ctx := context.Background()
 	held, err := lockers[0].Lock(ctx, "k")
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +106,7 @@ func TestReleaseHandsOff(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	before := calls.n.Load()
+	before := calls.Count()
 	if err := held.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -129,8 +115,8 @@ func TestReleaseHandsOff(t *testing.T) {
 		t.FailNow()
 	}
 	defer next.Unlock(ctx)
-	if n := calls.n.Load() - before; n != 0 {
-		t.Errorf("the waiter sent %d commands to take a key handed to it (the last: %v), want none", n, calls.last.Load())
+	if n := calls.Count() - before; n != 0 {
+		t.Errorf("the waiter sent %d commands to take a key handed to it (the last: %v), want none", n, calls.Last())
 	}
 	if next.Fence() <= held.Fence() {
 		t.Errorf("fence %d after %d: not above", next.Fence(), held.Fence())

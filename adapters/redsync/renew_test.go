@@ -3,7 +3,6 @@ package redsync
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,30 +11,13 @@ import (
 	"github.com/locker-go/locker"
 )
 
-// counting counts the commands a client sends.
-type counting struct{ n atomic.Int64 }
-
-func (c *counting) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-func (c *counting) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
-	return func(ctx context.Context, cmd goredis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (c *counting) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []goredis.Cmder) error {
-		c.n.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
-}
-
 // One Locker's many kept-alive leases are renewed in batches, one script
 // per master per tick: over three TTLs, 200 leases cost each master at
 // most a script per tick (eight a renewal period: the leases, taken over
 // a few hundred ms, spread over its ticks), not one per lease (alone:
 // 1,800 each).
 func TestRenewalsBatched(t *testing.T) {
-	calls := &counting{}
+	calls := &scriptCounter{}
 	var clients []goredis.UniversalClient
 	for _, a := range masterAddrs(t) {
 		c := goredis.NewClient(&goredis.Options{Addr: a, ContextTimeoutEnabled: true})
@@ -63,8 +45,8 @@ func TestRenewalsBatched(t *testing.T) {
 			t.Fatalf("lease %s ended: %v", l.Key(), l.Err())
 		}
 	}
-	t.Logf("%d leases kept alive for 3×TTL with %d commands per master", n, used)
+	t.Logf("%d leases kept alive for 3×TTL with %d scripts per master", n, used)
 	if used >= n {
-		t.Errorf("%d commands per master to keep %d leases alive for 3×TTL: renewals are not batched", used, n)
+		t.Errorf("%d scripts per master to keep %d leases alive for 3×TTL: renewals are not batched", used, n)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/backoff"
 )
 
 // leasesResult is what `locker bench --leases N` measured on one backend:
@@ -67,7 +68,7 @@ func (e env) benchLeases(ctx context.Context, raw string, cfg leasesConfig) (lea
 	}
 	r.TakeS = time.Since(start).Seconds()
 	// Let the first renewals of every lease pass before measuring.
-	if !sleepCtx(ctx, cfg.ttl/2) {
+	if !backoff.Sleep(ctx, cfg.ttl/2) {
 		return r, ctx.Err()
 	}
 	counter, counted := callCounter{}, false
@@ -80,7 +81,7 @@ func (e env) benchLeases(ctx context.Context, raw string, cfg leasesConfig) (lea
 		calls0, callsErr = counter.read(ctx)
 	}
 	cpu0, t0 := cpuTime(), time.Now()
-	if !sleepCtx(ctx, cfg.window) {
+	if !backoff.Sleep(ctx, cfg.window) {
 		return r, ctx.Err()
 	}
 	cpu1, elapsed := cpuTime(), time.Since(t0)
@@ -175,18 +176,6 @@ func releaseAll(ctx context.Context, leases []locker.Lease) {
 	}
 	close(ch)
 	wg.Wait()
-}
-
-// sleepCtx waits d, or until ctx ends: false then.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 func (e env) leasesTable(results []leasesResult) {

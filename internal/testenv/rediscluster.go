@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,8 +26,10 @@ func StartRedisCluster(t testing.TB) *RedisCluster {
 	c := &RedisCluster{t: t}
 	addrs := make([]string, 3)
 	for i := range 3 {
+		// The cluster bus port is given: port+10000, its default, may be
+		// taken or past 65535.
 		s := startRedis(t, 0, "--save", "", "--appendonly", "no", "--cluster-enabled", "yes",
-			"--cluster-config-file", "nodes.conf", "--dir", t.TempDir(),
+			"--cluster-port", strconv.Itoa(freePort(t)), "--cluster-config-file", "nodes.conf", "--dir", t.TempDir(),
 			"--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "no")
 		c.Nodes, addrs[i] = append(c.Nodes, s), s.Addr
 	}
