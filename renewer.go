@@ -14,11 +14,12 @@ import (
 // renewer renews a Locker's kept-alive leases in batches, over a
 // driver.BatchRefresher, so that a Locker with 10,000 leases costs backend
 // calls per tick, not per lease: it keeps the leases' renewals on a
-// schedule of ticks, with one timer for the next tick, and one goroutine,
-// started with the first renewal, makes one driver call per tick. Renewals
-// fall on shared ticks because each lease's next renewal is rounded down
-// to a grid (see align): leases with one TTL renew together. A lease's own
-// timer then wakes only at its deadline.
+// schedule of ticks, with one timer for the next tick; one goroutine,
+// started with the first renewal, takes each tick's leases, and a
+// goroutine per shard (driver.Sharder; one without) makes the driver call.
+// Renewals fall on shared ticks because each lease's next renewal is
+// rounded down to a grid (see align): leases with one TTL renew together.
+// A lease's own timer then wakes only at its deadline.
 type renewer struct {
 	b     driver.BatchRefresher
 	set   *leaseSet
