@@ -10,8 +10,9 @@ import (
 
 // manyLeases is how many leases one Locker holds in ManyLeases: enough for
 // a driver that renews in batches (driver.BatchRefresher) to renew several
-// together, few enough to take quickly on every backend.
-const manyLeases = 40
+// together, few enough to take quickly on every backend (and to leave a
+// loaded machine's one SQLite writer time for each renewal).
+const manyLeases = 16
 
 // checkManyLeases: one Locker keeps many leases alive at once, exclusive
 // and shared, through several TTLs; none ends, and another Locker is

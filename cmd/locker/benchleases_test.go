@@ -14,14 +14,16 @@ import (
 
 // --leases holds N leases through one Locker and reports what keeping them
 // alive costs: on Redis, batched renewals take far less than a call per
-// lease per renewal (alone, 300 leases renewed every 200 ms would be 1,500
-// calls a second), no lease is lost, and the goroutines do not grow with
+// lease per renewal (alone, 300 leases renewed every second would be 300
+// calls a second, one per lease; batched, a few), no lease is lost, and the goroutines do not grow with
 // the leases. SQLite has no server to count calls on: -1.
 func TestBenchLeases(t *testing.T) {
 	t.Parallel()
 	redis := testenv.URL(t, "LOCKER_TEST_REDIS").String()
 	db := "sqlite://" + filepath.Join(t.TempDir(), "leases.db")
-	r := cli(t, testEnv(t), "bench", "--leases", "300", "--ttl", "600ms", "--for", "1500ms", "--json",
+	// A TTL of seconds: SQLite's one writer, under a loaded -race run,
+	// may keep a renewal waiting for a good part of a second.
+	r := cli(t, testEnv(t), "bench", "--leases", "300", "--ttl", "3s", "--for", "2s", "--json",
 		"--backend", redis, "--backend", db).want(t, 0, "bench --leases")
 	var results []leasesResult
 	if err := json.Unmarshal([]byte(r.stdout), &results); err != nil || len(results) != 2 {
@@ -39,7 +41,7 @@ func TestBenchLeases(t *testing.T) {
 			t.Errorf("%s: implausible figures %+v", res.Label, res)
 		}
 	}
-	if redisRes := results[0]; redisRes.Calls < 0 || redisRes.CallsPerLease >= 1 {
+	if redisRes := results[0]; redisRes.Calls < 0 || redisRes.CallsPerLease >= 0.2 {
 		t.Errorf("Redis: %.1f calls/s (%.3f per lease): renewals are not batched, or not counted", redisRes.Calls, redisRes.CallsPerLease)
 	}
 	if sqliteRes := results[1]; sqliteRes.Calls != -1 {
