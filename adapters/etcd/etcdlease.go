@@ -38,12 +38,10 @@ func (e *etcdLease) ensure(ctx context.Context, need time.Duration) error {
 	if time.Until(e.expires()) >= need {
 		return nil
 	}
-	select {
-	case e.turn <- struct{}{}:
-		defer func() { <-e.turn }()
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := e.takeTurn(ctx); err != nil {
+		return err
 	}
+	defer func() { <-e.turn }()
 	if time.Until(e.expires()) >= need { // the keep-alive we waited for did it
 		return nil
 	}
@@ -64,10 +62,27 @@ func (e *etcdLease) keepAlive(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if t := sent.Add(time.Duration(resp.TTL) * time.Second); t.After(e.expires()) {
+	e.extend(sent.Add(time.Duration(resp.TTL) * time.Second))
+	return nil
+}
+
+// takeTurn waits for e.turn (the one writer of expiry but gone), or ctx.
+// The caller gives it back with <-e.turn.
+func (e *etcdLease) takeTurn(ctx context.Context) error {
+	select {
+	case e.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// extend records that the lease is known to live until t, if that is
+// later than known. It runs under e.turn.
+func (e *etcdLease) extend(t time.Time) {
+	if t.After(e.expires()) {
 		e.expiry.Store(t)
 	}
-	return nil
 }
 
 // adopt takes on what from, another value for the same etcd lease (a
@@ -77,20 +92,16 @@ func (e *etcdLease) adopt(ctx context.Context, from *etcdLease) error {
 	if e == from {
 		return nil
 	}
-	select {
-	case e.turn <- struct{}{}:
-		defer func() { <-e.turn }()
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := e.takeTurn(ctx); err != nil {
+		return err
 	}
+	defer func() { <-e.turn }()
 	t := from.expires()
 	if t.IsZero() {
 		e.gone()
 		return errLeaseGone
 	}
-	if t.After(e.expires()) {
-		e.expiry.Store(t)
-	}
+	e.extend(t)
 	return nil
 }
 

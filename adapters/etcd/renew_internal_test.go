@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -92,25 +91,7 @@ type alone struct{ driver.Driver }
 // waits 3×TTL (the keep-alive at work is what is measured) and returns the
 // calls made meanwhile. Every lease must still be held.
 func keepMany(t *testing.T, l locker.Locker, n int, c *calls) int64 {
-	leases := make([]locker.Lease, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range leases {
-		wg.Go(func() { leases[i], errs[i] = l.TryLock(context.Background(), fmt.Sprint(i), locker.WithTTL(renewTTL)) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	before := c.total()
-	time.Sleep(3 * renewTTL)
-	used := c.total() - before
-	for _, lease := range leases {
-		if lease.Err() != nil || !lease.Deadline().After(time.Now()) {
-			t.Fatalf("lease %s ended: %v (deadline %v)", lease.Key(), lease.Err(), lease.Deadline())
-		}
-	}
-	return used
+	return testenv.KeepMany(t, l, n, renewTTL, c.total, nil)
 }
 
 // One Locker's kept-alive leases are renewed in batches: over three TTLs,

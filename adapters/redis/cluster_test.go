@@ -190,27 +190,15 @@ func TestClusterRenewals(t *testing.T) {
 	}
 	defer lk.Close()
 	const n, ttl = 100, 300 * time.Millisecond
-	leases := make([]locker.Lease, n)
-	for i := range leases {
-		if leases[i], err = lk.TryLock(context.Background(), fmt.Sprint(i), locker.WithTTL(ttl)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// Masters that lost their scripts (a restart) have the pipeline load
 	// them again.
-	if err := c.ForEachMaster(context.Background(), func(ctx context.Context, m *goredis.Client) error { return m.ScriptFlush(ctx).Err() }); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(3 * ttl) // the keep-alive at work is what is measured
-	for _, l := range leases {
-		if l.Err() != nil {
-			t.Fatalf("lease %s ended: %v", l.Key(), l.Err())
-		}
-		if err := l.Unlock(context.Background()); err != nil {
+	flush := func() {
+		if err := c.ForEachMaster(context.Background(), func(ctx context.Context, m *goredis.Client) error { return m.ScriptFlush(ctx).Err() }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("%d leases kept alive 3×TTL on the cluster with %d commands", n, calls.Count())
+	used := testenv.KeepMany(t, lk, n, ttl, calls.Count, flush)
+	t.Logf("%d leases kept alive 3×TTL on the cluster with %d commands", n, used)
 }
 
 // A master killed: the leases on its locks end by their Deadline, lost,

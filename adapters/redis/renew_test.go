@@ -2,7 +2,6 @@ package redis_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -32,20 +31,7 @@ func TestRenewalsBatched(t *testing.T) {
 	}
 	defer lk.Close()
 	const n, ttl = 200, 300 * time.Millisecond
-	leases := make([]locker.Lease, n)
-	for i := range leases {
-		if leases[i], err = lk.TryLock(context.Background(), fmt.Sprint(i), locker.WithTTL(ttl)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	before := calls.Count()
-	time.Sleep(3 * ttl) // the keep-alive at work is what is measured
-	used := calls.Count() - before
-	for _, l := range leases {
-		if l.Err() != nil {
-			t.Fatalf("lease %s ended: %v", l.Key(), l.Err())
-		}
-	}
+	used := testenv.KeepMany(t, lk, n, ttl, calls.Count, nil)
 	t.Logf("%d leases kept alive for 3×TTL with %d commands", n, used)
 	if used >= n {
 		t.Errorf("%d commands to keep %d leases alive for 3×TTL: renewals are not batched", used, n)

@@ -1,14 +1,12 @@
 package redsync
 
 import (
-	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/testenv"
 )
 
 // One Locker's many kept-alive leases are renewed in batches, one script
@@ -31,20 +29,7 @@ func TestRenewalsBatched(t *testing.T) {
 	}
 	defer lk.Close()
 	const n, ttl = 200, 300 * time.Millisecond
-	leases := make([]locker.Lease, n)
-	for i := range leases {
-		if leases[i], err = lk.TryLock(context.Background(), fmt.Sprint(i), locker.WithTTL(ttl)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	before := calls.n.Load()
-	time.Sleep(3 * ttl) // the keep-alive at work is what is measured
-	used := (calls.n.Load() - before) / int64(len(clients))
-	for _, l := range leases {
-		if l.Err() != nil {
-			t.Fatalf("lease %s ended: %v", l.Key(), l.Err())
-		}
-	}
+	used := testenv.KeepMany(t, lk, n, ttl, calls.n.Load, nil) / int64(len(clients))
 	t.Logf("%d leases kept alive for 3×TTL with %d scripts per master", n, used)
 	if used >= n {
 		t.Errorf("%d scripts per master to keep %d leases alive for 3×TTL: renewals are not batched", used, n)

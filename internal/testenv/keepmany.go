@@ -1,0 +1,47 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/locker-go/locker"
+)
+
+// KeepMany takes n leases on keys "0".."n-1" through l, eight at a time, with
+// ttl and keep-alive, runs between (if not nil), lets three TTLs pass and
+// fails t if any lease ended or is past its Deadline. It returns how much
+// count (a backend call counter) grew over the three TTLs.
+func KeepMany(t testing.TB, l locker.Locker, n int, ttl time.Duration, count func() int64, between func()) int64 {
+	t.Helper()
+	leases := make([]locker.Lease, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	const takers = 8 // quickly, and few enough for Redlock's short per-master timeout
+	for w := range takers {
+		wg.Go(func() {
+			for i := w; i < n; i += takers {
+				leases[i], errs[i] = l.TryLock(context.Background(), fmt.Sprint(i), locker.WithTTL(ttl))
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if between != nil {
+		between()
+	}
+	before := count()
+	time.Sleep(3 * ttl) // the keep-alive at work is what is measured
+	used := count() - before
+	for _, lease := range leases {
+		if lease.Err() != nil || !lease.Deadline().After(time.Now()) {
+			t.Fatalf("lease %s ended: %v (deadline %v)", lease.Key(), lease.Err(), lease.Deadline())
+		}
+	}
+	return used
+}
