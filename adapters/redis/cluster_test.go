@@ -259,7 +259,7 @@ func TestClusterMasterKilled(t *testing.T) {
 // holds the key without a command of its own.
 func TestClusterReleaseHandsOff(t *testing.T) {
 	calls := &lockredis.CommandCounter{}
-	var lockers [2]locker.Locker
+	lockers := make([]locker.Locker, 2)
 	for i := range lockers {
 		o := &goredis.ClusterOptions{Addrs: clusterAddrs(t)}
 		if i == 1 {
@@ -277,5 +277,5 @@ func TestClusterReleaseHandsOff(t *testing.T) {
 		}
 		defer lockers[i].Close()
 	}
-	checkHandOff(t, lockers, calls)
+	checkHandOff(t, lockers, calls, nil, nil)
 }

@@ -38,56 +38,73 @@ func TestRenewalsBatched(t *testing.T) {
 	}
 }
 
-// The last exclusive release of a key whose first waiter is exclusive
-// hands it the key: the waiter holds it, with a fence above the last,
-// without a script of its own.
+// A release that lets the key go hands it to the waiters it admits: they
+// hold it, each with a fence above the last, without a script of their
+// own. An exclusive release hands it to an exclusive waiter first, or to
+// the readers at the head; the last reader's release to a writer.
 func TestReleaseHandsOff(t *testing.T) {
 	u := testenv.URL(t, "LOCKER_TEST_REDIS")
 	opt, err := goredis.ParseURL(u.String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	pfx := lockredis.WithPrefix(prefix + t.Name() + ":")
-	var lockers [2]locker.Locker
-	calls := &lockredis.CommandCounter{}
-	for i := range lockers {
-		c := goredis.NewClient(opt)
-		defer c.Close()
-		if i == 1 {
-			c.AddHook(calls)
-		}
-		if lockers[i], err = lockredis.New(c, pfx); err != nil {
-			t.Fatal(err)
-		}
-		defer lockers[i].Close()
+	shared := []locker.Option{locker.Shared()}
+	for _, c := range []struct {
+		name       string
+		hold, wait []locker.Option
+		waiters    int
+	}{
+		{"writer to writer", nil, nil, 1},
+		{"writer to readers", nil, shared, 3},
+		{"reader to writer", shared, nil, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pfx := lockredis.WithPrefix(prefix + t.Name() + ":")
+			lockers := make([]locker.Locker, 1+c.waiters)
+			calls := &lockredis.CommandCounter{}
+			for i := range lockers {
+				cl := goredis.NewClient(opt)
+				defer cl.Close()
+				if i > 0 {
+					cl.AddHook(calls)
+				}
+				if lockers[i], err = lockredis.New(cl, pfx); err != nil {
+					t.Fatal(err)
+				}
+				defer lockers[i].Close()
+			}
+			checkHandOff(t, lockers, calls, c.hold, c.wait)
+		})
 	}
-	checkHandOff(t, lockers, calls)
 }
 
-// checkHandOff: lockers[0] holds "k" while lockers[1] (whose client calls
-// counts) waits for it; the release hands lockers[1] the key, which it
-// takes without a command, fenced above.
-func checkHandOff(t *testing.T, lockers [2]locker.Locker, calls *lockredis.CommandCounter) {
+// checkHandOff: lockers[0] holds "k" (with options hold) while the others
+// (whose clients calls counts) wait for it (with options wait); the
+// release hands each of them the key, which they take without a command,
+// fenced above.
+func checkHandOff(t *testing.T, lockers []locker.Locker, calls *lockredis.CommandCounter, hold, wait []locker.Option) {
 	t.Helper()
 	ctx := context.Background()
-	held, err := lockers[0].Lock(ctx, "k")
+	held, err := lockers[0].Lock(ctx, "k", hold...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan locker.Lease, 1)
-	go func() {
-		l, err := lockers[1].Lock(ctx, "k")
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
-	for { // until the waiter is queued
+	got := make(chan locker.Lease, len(lockers)-1)
+	for _, l := range lockers[1:] {
+		go func() {
+			lease, err := l.Lock(ctx, "k", wait...)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- lease
+		}()
+	}
+	for { // until the waiters are queued
 		info, err := lockers[0].(locker.Admin).Status(ctx, "k")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info.Waiters == 1 {
+		if info.Waiters == len(lockers)-1 {
 			break
 		}
 		time.Sleep(time.Millisecond)
@@ -96,18 +113,22 @@ func checkHandOff(t *testing.T, lockers [2]locker.Locker, calls *lockredis.Comma
 	if err := held.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	next := <-got
-	if next == nil {
-		t.FailNow()
+	fences := map[uint64]bool{}
+	for range lockers[1:] {
+		next := <-got
+		if next == nil {
+			t.FailNow()
+		}
+		defer next.Unlock(ctx)
+		if next.Fence() <= held.Fence() || fences[next.Fence()] {
+			t.Errorf("fence %d after %d (and %v): not above, or not its own", next.Fence(), held.Fence(), fences)
+		}
+		fences[next.Fence()] = true
+		if left := time.Until(next.Deadline()); left <= 0 || left > locker.DefaultTTL {
+			t.Errorf("handed lease's Deadline in %v, want within its TTL %v", left, locker.DefaultTTL)
+		}
 	}
-	defer next.Unlock(ctx)
 	if n := calls.Count() - before; n != 0 {
-		t.Errorf("the waiter sent %d commands to take a key handed to it (the last: %v), want none", n, calls.Last())
-	}
-	if next.Fence() <= held.Fence() {
-		t.Errorf("fence %d after %d: not above", next.Fence(), held.Fence())
-	}
-	if left := time.Until(next.Deadline()); left <= 0 || left > locker.DefaultTTL {
-		t.Errorf("handed lease's Deadline in %v, want within its TTL %v", left, locker.DefaultTTL)
+		t.Errorf("the waiters sent %d commands to take a key handed to them (the last: %v), want none", n, calls.Last())
 	}
 }

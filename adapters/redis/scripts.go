@@ -16,8 +16,9 @@ import (
 //	             (ms, server clock), for holders other than X
 //	queue:<key>  sorted set of waiting Lock calls' tokens, by arrival
 //	qexp:<key>   hash token -> when that waiter's place lapses; and, for
-//	             an exclusive waiter, "i"..token -> "<ttl ms> <owner>": what
-//	             a release needs to grant it the key (see releaseScript)
+//	             an exclusive or shared waiter, "i"..token -> "<ttl ms>
+//	             <owner>": what a release needs to grant it the key (see
+//	             releaseScript)
 //
 // Modes are driver.Mode's values: 0 X, 1 S, 2 IS, 3 IX; a token
 // "client.call:mode" carries its waiter's. An X holder is alone, so the
@@ -71,10 +72,14 @@ end
 -- enqueue keeps token's place, a newcomer's after every waiter: scores
 -- rise strictly, since Redis orders equal scores by name, and a newcomer
 -- sorted before an earlier waiter would keep it out while nobody wakes it.
-local function enqueue(q, qx, token, now, ttl)
+local function enqueue(q, qx, token, now, ttl, owner, m)
   local last = redis.call('ZRANGE', q, -1, -1, 'WITHSCORES')[2]
   redis.call('ZADD', q, 'NX', math.max(now, tonumber(last or '0') + 1), token)
-  redis.call('HSET', qx, token, now + ttl)
+  if m == 1 then -- what a release needs to hand it the key (see releaseScript)
+    redis.call('HSET', qx, token, now + ttl, 'i' .. token, ttl .. ' ' .. owner)
+  else
+    redis.call('HSET', qx, token, now + ttl)
+  end
 end
 local function leave(q, qx, token)
   redis.call('ZREM', q, token)
@@ -159,6 +164,22 @@ local function ahead(q, qx, token, m, now)
   if w and w ~= token then return exp end
   return nil
 end
+-- handfence, where a script sets it (releaseScript: its fence counter),
+-- lets announce hand the key to an exclusive waiter it admits.
+local handfence
+-- handx grants exclusive waiter w the key, if its queue entry says how
+-- (see releaseScript), and tells it "g <token> <fence>"; false if not.
+local function handx(lock, q, qx, wake, w)
+  local ttl, owner = string.match(redis.call('HGET', qx, 'i' .. w) or '', '^(%d+) (.*)$')
+  if not ttl then return false end
+  local f
+` + rediskey.NextFence("f", "handfence") + `
+  redis.call('HSET', lock, 'h0:' .. owner, string.format('%d:%s', f, string.match(w, '^(.*):%d$')), 'c0', 1)
+  redis.call('PEXPIRE', lock, tonumber(ttl))
+  leave(q, qx, w)
+  notify(wake, w, 'g ' .. w .. ' ' .. string.format('%d', f))
+  return true
+end
 -- announce wakes every waiter the holders (counts c, else the lock's) and
 -- the waiters before it now admit; past a waiting X, nobody is.
 local function announce(lock, q, qx, wake, now, c)
@@ -168,6 +189,7 @@ local function announce(lock, q, qx, wake, now, c)
   waiting(q, qx, now, function(w)
     local m = mode_of(w)
     if not blocked(c, m) and not blocked(seen, m) then
+      if m == 0 and handfence and handx(lock, q, qx, wake, w) then return true end
       notify(wake, w, w)
     end
     seen[m] = 1
@@ -318,7 +340,7 @@ end
 local now = now_ms()
 local no, field, rec = try(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], m, token, ttl, now)
 if no then
-  if no[1] == 0 and token ~= '' then enqueue(KEYS[3], KEYS[4], token, now, ttl) end
+  if no[1] == 0 and token ~= '' then enqueue(KEYS[3], KEYS[4], token, now, ttl, ARGV[1], m) end
   return no
 end
 return {1, grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], m, ARGV[4], token, ttl, now, field, rec)}
@@ -432,11 +454,15 @@ return fences
 
 // releaseScript: KEYS lock, exp, queue, qexp, fence counter; ARGV owner,
 // mode, hold id, wake channel prefix. Drops that hold (see drop): 1 if it
-// was there, 0 if not. The last exclusive hold of a key whose first live
-// waiter is exclusive hands the key over: it grants that waiter the key
+// was there, 0 if not. A release that lets the key go hands it over to
+// the waiters it admits: the last exclusive hold to an exclusive waiter
+// first, or to the run of readers at the head; the last hold of other
+// modes (announce) to an exclusive waiter first. It grants each the key
 // (its TTL and owner from its queue entry, a fence drawn now) and
 // publishes "g <token> <fence>", so that the waiter holds it without a
-// call of its own (see subscriber.handed).
+// call of its own (see subscriber.handed). A waiter whose entry says
+// nothing (an intention mode's; an owner holding the key already) is woken
+// and looks itself.
 var releaseScript = goredis.NewScript(ids + `
 if ARGV[2] == '0' then
   -- An exclusive holder, alone: its last hold deletes the lock.
@@ -457,34 +483,47 @@ if ARGV[2] == '0' then
 ` + notifyLua + `
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local matrix, seen, i = '0000011001110011', {}, 0
+  local matrix, seen, i, keep = '0000011001110011', {}, 0, 0
   while true do
     local w = redis.call('ZRANGE', KEYS[3], i, i)[1]
-    if not w then return 1 end
+    if not w then break end
     local x = redis.call('HMGET', KEYS[4], w, 'i' .. w)
+    local m, ok = tonumber(string.sub(w, -1)), true
+    for s in pairs(seen) do
+      ok = ok and string.byte(matrix, m * 4 + s + 1) == 49
+    end
+    local ttl, owner = string.match(x[2] or '', '^(%d+) (.*)$')
     if tonumber(x[1] or '0') <= now then
       redis.call('ZREM', KEYS[3], w)
       redis.call('HDEL', KEYS[4], w, 'i' .. w)
-    elseif i == 0 and x[2] then -- an exclusive waiter first: hand it the key
-      local ttl, owner = string.match(x[2], '^(%d+) (.*)$')
+    elseif ok and ttl and m < 2 and redis.call('HEXISTS', KEYS[1], 'h1:' .. owner) == 0 then
+      -- hand it the key: an exclusive waiter first, or a reader the
+      -- waiters handed it before admit (an owner holding it already looks)
       local f
 ` + rediskey.NextFence("f", "KEYS[5]") + `
-      redis.call('HSET', KEYS[1], 'h0:' .. owner, string.format('%d:%s', f, string.match(w, '^(.*):%d$')), 'c0', 1)
-      redis.call('PEXPIRE', KEYS[1], tonumber(ttl))
+      local id = string.match(w, '^(.*):%d$')
+      redis.call('HSET', KEYS[1], 'h' .. m .. ':' .. owner, string.format('%d:%s', f, id))
+      redis.call('HINCRBY', KEYS[1], 'c' .. m, 1)
+      if m == 1 then
+        redis.call('ZADD', KEYS[2], now + tonumber(ttl), '1:' .. owner)
+      end
+      keep = math.max(keep, tonumber(ttl))
       redis.call('ZREM', KEYS[3], w)
       redis.call('HDEL', KEYS[4], w, 'i' .. w)
       notify(ARGV[4], w, 'g ' .. w .. ' ' .. string.format('%d', f))
-      return 1
+      if m == 0 then break end
+      seen[m] = true
     else
-      local m, ok = tonumber(string.sub(w, -1)), true
-      for s in pairs(seen) do
-        ok = ok and string.byte(matrix, m * 4 + s + 1) == 49
-      end
       if ok then notify(ARGV[4], w, w) end
-      if m == 0 then return 1 end
+      if m == 0 then break end
       seen[m], i = true, i + 1
     end
   end
+  if keep > 0 then
+    redis.call('PEXPIRE', KEYS[1], keep)
+    if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIRE', KEYS[2], keep) end
+  end
+  return 1
 end
 ` + prelude + `
 local m = tonumber(ARGV[2])
@@ -495,6 +534,7 @@ if redis.call('EXISTS', KEYS[3]) == 0 and alone(KEYS[1], KEYS[2], ARGV[1], m, AR
 end
 local now = now_ms()
 evict(KEYS[1], KEYS[2], now)
+handfence = KEYS[5]
 if drop(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4], ARGV[1], m, ARGV[3], now) then return 1 end
 return 0
 `)
