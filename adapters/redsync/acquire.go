@@ -130,6 +130,9 @@ func (d *redlock) acquireArgs(rs []*driver.Request, hs []*held, q queueArgs) ([]
 // settle settles the fences of hs, granted by a quorum, and returns rs's
 // grants; false if a fence could not be made durable or time ran out.
 func (d *redlock) settle(ctx context.Context, rs []*driver.Request, hs []*held, vs []votes, start time.Time) ([]driver.Grant, bool) {
+	validity := rs[0].TTL - d.drift(rs[0].TTL)
+	ctx, cancel := context.WithDeadline(ctx, start.Add(validity)) // for claimFence
+	defer cancel()
 	errs := make([]error, len(rs))
 	if len(rs) == 1 {
 		hs[0].fence, errs[0] = d.fence(ctx, &vs[0], rs[0].Reentrant, hs[0])
@@ -140,7 +143,6 @@ func (d *redlock) settle(ctx context.Context, rs []*driver.Request, hs []*held, 
 		}
 		wg.Wait()
 	}
-	validity := rs[0].TTL - d.drift(rs[0].TTL)
 	for _, err := range errs {
 		if err != nil {
 			return nil, false

@@ -58,3 +58,41 @@ func TestConcurrentSharedFencesDiffer(t *testing.T) {
 		}
 	}
 }
+
+// Readers that try at once all get the key: with none but readers there,
+// a TryLock is never refused because the fence claims of the grants made
+// with it keep meeting each other (each claim round settles at least one
+// of them, so they are claimed until all are).
+func TestConcurrentSharedTryLocksAllGranted(t *testing.T) {
+	ls, _, _ := prefixedLockers(t, 8)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for round := range 25 {
+		leases := make([]locker.Lease, len(ls))
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i, l := range ls {
+			wg.Go(func() {
+				<-start
+				lease, err := l.TryLock(ctx, "k", locker.Shared())
+				if err != nil {
+					t.Errorf("round %d, reader %d: %v", round, i, err)
+					return
+				}
+				leases[i] = lease
+			})
+		}
+		close(start)
+		wg.Wait()
+		for _, lease := range leases {
+			if lease != nil {
+				if err := lease.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if t.Failed() {
+			return
+		}
+	}
+}

@@ -109,17 +109,19 @@ func (d *redlock) fence(ctx context.Context, v *votes, reentrant bool, h *held) 
 	}
 }
 
-// claimTries bounds the fence claims of one grant: each that another
-// grant of the key beat starts above what it saw.
-const claimTries = 3
-
-// errClaimRace: the fence claims of a grant kept meeting other grants'.
+// errClaimRace: the fence claims of a grant kept meeting other grants'
+// until its validity ran out.
 var errClaimRace = errors.New("redlock: other grants of the key kept claiming the fence")
 
 // claimFence raises the counters to fence f and records it as h's on a
-// quorum: f, or a fence above it if another grant of the key had it.
+// quorum: f, or a fence above it if another grant of the key had it. A
+// claim that another grant's beat starts above what it saw; each round,
+// the largest claim of those racing wins, so readers granted together
+// settle one or more a round, and claims go on until ctx ends (settle:
+// the grant's validity). A fixed number of tries left a crowd of readers
+// refused with none but readers there.
 func (d *redlock) claimFence(ctx context.Context, f uint64, h *held) (uint64, error) {
-	for range claimTries {
+	for ctx.Err() == nil {
 		res := h.claim(ctx, f, true)
 		ours, beaten, above := 0, 0, f
 		for _, r := range res {
