@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/locker-go/locker"
-	"github.com/locker-go/locker/internal/workload"
 )
 
 // Bench runs the standard benchmarks against the backend h drives:
@@ -33,10 +32,10 @@ func Bench(b *testing.B, h Harness) {
 	b.Run("LockAll10", func(b *testing.B) { benchUncontended(b, h, lockTen(true)) })
 	b.Run("Lock10", func(b *testing.B) { benchUncontended(b, h, lockTen(false)) })
 	b.Run("Contended", func(b *testing.B) {
-		ops := benchContended(b, h, 8, time.Millisecond, workload.Contend)
+		ops := benchContended(b, h, 8, time.Millisecond, contendOne)
 		reportCeiling(b, h, time.Millisecond, ops)
 	})
-	b.Run("ReadMix", func(b *testing.B) { _ = benchContended(b, h, 8, time.Millisecond, workload.ReadMix) })
+	b.Run("ReadMix", func(b *testing.B) { _ = benchContended(b, h, 8, time.Millisecond, ReadMix) })
 }
 
 // takeFunc locks what an uncontended benchmark locks, below key, and
@@ -132,20 +131,13 @@ func benchKey(b *testing.B, h Harness) string {
 	return h.prefix() + b.Name() + "/k"
 }
 
-// Contention is what one contended run measured: ops, elapsed time, the
-// sorted waits and the acquisitions per client, with OpsPerSec, Wait(q)
-// and Fairness.
-type Contention = workload.Contention
-
-// Contend has each of lockers (each its own client) take key in turn, ops
-// times in all, holding it for hold each time: the workload of Bench's
-// Contended, for use outside go test.
-func Contend(ctx context.Context, lockers []locker.Locker, key string, ops int, hold time.Duration) (Contention, error) {
-	return workload.Contend(ctx, lockers, key, ops, hold, nil)
-}
-
-// contendFunc is a contended workload: workload.Contend or ReadMix.
+// contendFunc is a contended workload: ContendKeys over one key, or ReadMix.
 type contendFunc func(ctx context.Context, lockers []locker.Locker, key string, ops int, hold time.Duration, progress func()) (Contention, error)
+
+// contendOne is Contend as a contendFunc.
+func contendOne(ctx context.Context, lockers []locker.Locker, key string, ops int, hold time.Duration, progress func()) (Contention, error) {
+	return ContendKeys(ctx, lockers, key, 1, ops, hold, progress)
+}
 
 // benchContended runs contend and reports its figures; it returns ops/s.
 func benchContended(b *testing.B, h Harness, workers int, hold time.Duration, contend contendFunc) float64 {

@@ -9,9 +9,9 @@ import (
 
 	"github.com/locker-go/locker"
 	lockredis "github.com/locker-go/locker/adapters/redis"
+	"github.com/locker-go/locker/conformance"
 	"github.com/locker-go/locker/conformance/faultproxy"
 	"github.com/locker-go/locker/internal/testenv"
-	"github.com/locker-go/locker/internal/workload"
 )
 
 // BenchmarkContendedSlowNetwork: 8 workers, each its own client through a
@@ -42,7 +42,7 @@ func BenchmarkContendedSlowNetwork(b *testing.B) {
 		b.Cleanup(func() { _ = lockers[i].Close() })
 	}
 	b.ResetTimer()
-	res, err := workload.Contend(context.Background(), lockers, "k", b.N, time.Millisecond, nil)
+	res, err := conformance.Contend(context.Background(), lockers, "k", b.N, time.Millisecond)
 	if err != nil {
 		b.Fatal(err)
 	}

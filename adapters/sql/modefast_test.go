@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/conformance"
 	"github.com/locker-go/locker/driver"
 	"github.com/locker-go/locker/internal/testenv"
-	"github.com/locker-go/locker/internal/workload"
 )
 
 // The fast lane grants and releases what it may in one call, and declines
@@ -211,7 +211,7 @@ func TestFastLaneUnderAReadMix(t *testing.T) {
 			}
 			const ops = 1500
 			for range tc.runs {
-				res, err := workload.ReadMix(t.Context(), lockers, "mix-"+rand.Text(), ops, time.Millisecond, nil)
+				res, err := conformance.ReadMix(t.Context(), lockers, "mix-"+rand.Text(), ops, time.Millisecond, nil)
 				if err != nil || res.Ops != ops {
 					t.Fatalf("%d of %d lock+unlock runs, then: %v", res.Ops, ops, err)
 				}

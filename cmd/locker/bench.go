@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/locker-go/locker"
-	"github.com/locker-go/locker/internal/workload"
+	"github.com/locker-go/locker/conformance"
 )
 
 // benchResult is what `locker bench` measured on one backend. Times are in
@@ -156,17 +156,17 @@ func (e env) benchOne(ctx context.Context, raw string, cfg benchConfig) (benchRe
 	if err != nil {
 		return r, solo.explain(err)
 	}
-	r.LockUnlockP50, r.LockUnlockP99 = ms(workload.Quantile(lats, 0.5)), ms(workload.Quantile(lats, 0.99))
+	r.LockUnlockP50, r.LockUnlockP99 = ms(conformance.Quantile(lats, 0.5)), ms(conformance.Quantile(lats, 0.99))
 	if rtt := roundTrip(ctx, solo.Locker, prefix+"free"); rtt > 0 {
 		r.RoundTrip = ms(rtt)
-		r.RTTx = float64(workload.Quantile(lats, 0.5)) / float64(rtt)
+		r.RTTx = float64(conformance.Quantile(lats, 0.5)) / float64(rtt)
 	}
 
 	lockers := make([]locker.Locker, cfg.workers)
 	for i := range lockers {
 		lockers[i] = clients[i+1].Locker
 	}
-	c, err := workload.ContendKeys(ctx, lockers, prefix+"contended", r.Keys, cfg.ops, cfg.hold, func() { bar.add(1) })
+	c, err := conformance.ContendKeys(ctx, lockers, prefix+"contended", r.Keys, cfg.ops, cfg.hold, func() { bar.add(1) })
 	if err != nil {
 		return r, solo.explain(err)
 	}
@@ -175,7 +175,7 @@ func (e env) benchOne(ctx context.Context, raw string, cfg benchConfig) (benchRe
 	r.Fairness = c.Fairness()
 	r.PerWorker = c.PerOwner
 	if cfg.shared {
-		m, err := workload.ReadMix(ctx, lockers, prefix+"read-mix", cfg.ops, cfg.hold, func() { bar.add(1) })
+		m, err := conformance.ReadMix(ctx, lockers, prefix+"read-mix", cfg.ops, cfg.hold, func() { bar.add(1) })
 		if err != nil {
 			return r, solo.explain(err)
 		}
@@ -218,7 +218,7 @@ func roundTrip(ctx context.Context, l locker.Locker, key string) time.Duration {
 		}
 		ds = append(ds, time.Since(t0))
 	}
-	return workload.Quantile(sorted(ds), 0.5)
+	return conformance.Quantile(sorted(ds), 0.5)
 }
 
 func (e env) benchTable(results []benchResult) {

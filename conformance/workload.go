@@ -1,6 +1,7 @@
-// Package workload is the contended-lock workload that the conformance
-// benchmarks and `locker bench` share, and the statistics they report.
-package workload
+package conformance
+
+// The contended-lock workloads that Bench and `locker bench` share, and
+// the statistics they report.
 
 import (
 	"context"
@@ -43,14 +44,15 @@ func (c Contention) Fairness() float64 {
 }
 
 // Contend has each of lockers (each its own client, like a process) take
-// key in turn, ops times in all, holding it for hold each time. progress,
-// if not nil, is called after each acquisition. The first error stops
-// every worker.
-func Contend(ctx context.Context, lockers []locker.Locker, key string, ops int, hold time.Duration, progress func()) (Contention, error) {
-	return ContendKeys(ctx, lockers, key, 1, ops, hold, progress)
+// key in turn, ops times in all, holding it for hold each time: the
+// workload of Bench's Contended, for use outside go test. The first error
+// stops every worker.
+func Contend(ctx context.Context, lockers []locker.Locker, key string, ops int, hold time.Duration) (Contention, error) {
+	return ContendKeys(ctx, lockers, key, 1, ops, hold, nil)
 }
 
-// ContendKeys is Contend over keys keys: the n-th acquisition takes key
+// ContendKeys is Contend over keys keys, calling progress (if not nil)
+// after each acquisition: the n-th acquisition takes key
 // "<key>/<n mod keys>" (key itself when keys is 1), so that the workers
 // spread over the keys, as a service's locks do over its records.
 func ContendKeys(ctx context.Context, lockers []locker.Locker, key string, keys, ops int, hold time.Duration, progress func()) (Contention, error) {
