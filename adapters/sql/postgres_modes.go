@@ -9,6 +9,13 @@ package sql
 const (
 	pgGrantFast   = `SELECT "{tn}_grant_v5"($1, $2, $3, $4, $5, $6, $7)`
 	pgReleaseFast = `SELECT "{tn}_release_v4"($1, $2, $3, $4, $5)`
+	// A Shared release in three short steps (releaseShared): its holder
+	// dropped under the key's lock; whether a Shared holder is left, read
+	// after that commits, without the lock; only if none, the rest of the
+	// release under the lock (the header and the hand-off).
+	pgSharedDrop = `SELECT "{tn}_sdrop_v1"($1, $2, $3, $4)`
+	pgSharedLeft = `SELECT EXISTS (SELECT 1 FROM {h} WHERE "key" = $1 AND mode = 1 AND expires_at > {now})`
+	pgReleased   = `SELECT "{tn}_released_v1"($1)`
 	pgModeFuncs   = `
 CREATE OR REPLACE FUNCTION "{tn}_grant_v5"(k text, o text, id text, m integer, compat integer, ttl bigint, tok text)
 RETURNS bigint LANGUAGE plpgsql AS $fn$
@@ -81,6 +88,33 @@ BEGIN
 		DELETE FROM {t} WHERE "key" = k;
 	ELSE
 		UPDATE {t} SET fence = top, expires_at = e WHERE "key" = k;
+	END IF;
+	PERFORM "{tn}_handoff_v1"(k);
+	RETURN CASE WHEN e IS NULL THEN 2 ELSE 1 END;
+END $fn$;
+CREATE OR REPLACE FUNCTION "{tn}_sdrop_v1"(k text, o text, f bigint, id text)
+RETURNS integer LANGUAGE plpgsql AS $fn$
+DECLARE
+	n integer;
+BEGIN
+	PERFORM pg_advisory_xact_lock(hashtext('{tn}'), hashtext(k));
+	DELETE FROM {h} WHERE "key" = k AND owner = o AND mode = 1 AND fence = f AND ids = ' ' || id || ' ' AND expires_at > {now}
+		AND EXISTS (SELECT 1 FROM {t} WHERE "key" = k AND owner = '' AND expires_at > {now});
+	GET DIAGNOSTICS n = ROW_COUNT;
+	RETURN n;
+END $fn$;
+CREATE OR REPLACE FUNCTION "{tn}_released_v1"(k text)
+RETURNS integer LANGUAGE plpgsql AS $fn$
+DECLARE
+	e timestamptz;
+	top bigint;
+BEGIN
+	PERFORM pg_advisory_xact_lock(hashtext('{tn}'), hashtext(k));
+	SELECT max(expires_at), max(fence) INTO e, top FROM {h} WHERE "key" = k AND expires_at > {now};
+	IF e IS NULL THEN
+		DELETE FROM {t} WHERE "key" = k AND owner = '';
+	ELSE
+		UPDATE {t} SET fence = top, expires_at = e WHERE "key" = k AND owner = '';
 	END IF;
 	PERFORM "{tn}_handoff_v1"(k);
 	RETURN CASE WHEN e IS NULL THEN 2 ELSE 1 END;
