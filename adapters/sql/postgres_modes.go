@@ -16,7 +16,7 @@ const (
 	pgSharedDrop = `SELECT "{tn}_sdrop_v1"($1, $2, $3, $4)`
 	pgSharedLeft = `SELECT EXISTS (SELECT 1 FROM {h} WHERE "key" = $1 AND mode = 1 AND expires_at > {now})`
 	pgReleased   = `SELECT "{tn}_released_v1"($1)`
-	pgModeFuncs   = `
+	pgModeFuncs  = `
 CREATE OR REPLACE FUNCTION "{tn}_grant_v5"(k text, o text, id text, m integer, compat integer, ttl bigint, tok text)
 RETURNS bigint LANGUAGE plpgsql AS $fn$
 DECLARE
