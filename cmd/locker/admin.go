@@ -18,8 +18,8 @@ import (
 // adminBackend parses the common --backend flag, opens the backend and
 // returns its Admin side.
 // valid checks the positional arguments before the backend is touched.
-func (e env) adminBackend(ctx context.Context, fs *flag.FlagSet, args []string, valid func(pos []string) error) (*backend, locker.Admin, []string, error) {
-	raw, pos, err := e.adminURL(fs, args, valid)
+func (e env) adminBackend(ctx context.Context, fs *flag.FlagSet, f *adminOpts, args []string, valid func(pos []string) error) (*backend, locker.Admin, []string, error) {
+	raw, pos, err := e.adminURL(fs, f, args, valid)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -27,10 +27,34 @@ func (e env) adminBackend(ctx context.Context, fs *flag.FlagSet, args []string, 
 	return b, adm, pos, err
 }
 
-// adminURL parses the --backend flag and the positional arguments, which
-// valid checks before any backend is touched, and picks the backend URL.
-func (e env) adminURL(fs *flag.FlagSet, args []string, valid func(pos []string) error) (string, []string, error) {
-	backendFlag := fs.String("backend", "", "backend URL")
+// adminOpts are the flags of status, list and unlock.
+type adminOpts struct {
+	backend        string
+	subtree, force bool
+	json           bool
+}
+
+// statusFlags, listFlags and unlockFlags define each command's flags on fs.
+func statusFlags(fs *flag.FlagSet, f *adminOpts) {
+	fs.StringVar(&f.backend, "backend", "", "backend `URL`")
+	fs.BoolVar(&f.subtree, "subtree", false, "KEY is the path of a subtree lock")
+	fs.BoolVar(&f.json, "json", false, "print the lock as JSON")
+}
+
+func listFlags(fs *flag.FlagSet, f *adminOpts) {
+	fs.StringVar(&f.backend, "backend", "", "backend `URL`")
+	fs.BoolVar(&f.json, "json", false, "print the locks as JSON, an array")
+}
+
+func unlockFlags(fs *flag.FlagSet, f *adminOpts) {
+	fs.StringVar(&f.backend, "backend", "", "backend `URL`")
+	fs.BoolVar(&f.force, "force", false, "release the key whoever holds it")
+	fs.BoolVar(&f.subtree, "subtree", false, "KEY is the path of a subtree lock")
+}
+
+// adminURL parses the flags and the positional arguments, which valid
+// checks before any backend is touched, and picks the backend URL.
+func (e env) adminURL(fs *flag.FlagSet, f *adminOpts, args []string, valid func(pos []string) error) (string, []string, error) {
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return "", nil, err
@@ -38,7 +62,7 @@ func (e env) adminURL(fs *flag.FlagSet, args []string, valid func(pos []string) 
 	if err := valid(pos); err != nil {
 		return "", nil, err
 	}
-	raw, err := e.backendURL(*backendFlag)
+	raw, err := e.backendURL(f.backend)
 	return raw, pos, err
 }
 
@@ -90,20 +114,28 @@ func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
 func (e env) status(ctx context.Context, args []string) error {
 	ctx, cancel := signalContext(ctx)
 	defer cancel()
+	var f adminOpts
 	fs := newFlags("status")
-	subtree := fs.Bool("subtree", false, "KEY is the path of a subtree lock")
-	raw, pos, err := e.adminURL(fs, args, oneKey("status", subtree))
+	statusFlags(fs, &f)
+	raw, pos, err := e.adminURL(fs, &f, args, oneKey("status", &f.subtree))
 	if err != nil {
 		return err
 	}
 	return e.eachSide(ctx, raw, "status", func(b *backend, adm locker.Admin) error {
-		info, err := adm.Status(ctx, pos[0], spaceOpts(*subtree)...)
+		info, err := adm.Status(ctx, pos[0], spaceOpts(f.subtree)...)
 		if errors.Is(err, locker.ErrNotHeld) {
-			fmt.Fprintf(e.stdout, "%q is free\n", pos[0])
+			if f.json {
+				fmt.Fprintln(e.stdout, "null")
+			} else {
+				fmt.Fprintf(e.stdout, "%q is free\n", pos[0])
+			}
 			return exitCode(exitFail)
 		}
 		if err != nil {
 			return b.explain(err)
+		}
+		if f.json {
+			return e.printJSON(lockJSON(info))
 		}
 		e.table([]locker.LockInfo{info})
 		return nil
@@ -113,7 +145,10 @@ func (e env) status(ctx context.Context, args []string) error {
 func (e env) list(ctx context.Context, args []string) error {
 	ctx, cancel := signalContext(ctx)
 	defer cancel()
-	raw, pos, err := e.adminURL(newFlags("list"), args, func(pos []string) error {
+	var f adminOpts
+	fs := newFlags("list")
+	listFlags(fs, &f)
+	raw, pos, err := e.adminURL(fs, &f, args, func(pos []string) error {
 		if len(pos) > 1 {
 			return usageErrorf("list: want at most one PREFIX")
 		}
@@ -128,6 +163,13 @@ func (e env) list(ctx context.Context, args []string) error {
 		if err != nil {
 			return b.explain(err)
 		}
+		if f.json {
+			out := make([]lockOut, len(infos))
+			for i, in := range infos {
+				out[i] = lockJSON(in)
+			}
+			return e.printJSON(out)
+		}
 		e.table(infos)
 		return nil
 	})
@@ -136,20 +178,20 @@ func (e env) list(ctx context.Context, args []string) error {
 func (e env) unlock(ctx context.Context, args []string) error {
 	ctx, cancel := signalContext(ctx)
 	defer cancel()
+	var f adminOpts
 	fs := newFlags("unlock")
-	force := fs.Bool("force", false, "release the key whoever holds it")
-	subtree := fs.Bool("subtree", false, "KEY is the path of a subtree lock")
-	b, adm, pos, err := e.adminBackend(ctx, fs, args, func(pos []string) error {
-		if !*force {
+	unlockFlags(fs, &f)
+	b, adm, pos, err := e.adminBackend(ctx, fs, &f, args, func(pos []string) error {
+		if !f.force {
 			return usageErrorf("unlock: only an admin release exists: locker unlock --force KEY (the holder's lease is then lost)")
 		}
-		return oneKey("unlock", subtree)(pos)
+		return oneKey("unlock", &f.subtree)(pos)
 	})
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	err = adm.ForceUnlock(ctx, pos[0], spaceOpts(*subtree)...)
+	err = adm.ForceUnlock(ctx, pos[0], spaceOpts(f.subtree)...)
 	if errors.Is(err, locker.ErrNotHeld) {
 		fmt.Fprintf(e.stderr, "locker: %q was not held\n", pos[0])
 		return exitCode(exitFail)

@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -53,31 +53,46 @@ type benchConfig struct {
 	shared       bool // also run the read-heavy mix
 }
 
+// benchOpts are bench's flags.
+type benchOpts struct {
+	backends                   stringsFlag
+	workers, keys, ops, leases int
+	hold, ttl, window          time.Duration
+	shared, json               bool
+	plot                       string
+}
+
+// benchFlags defines bench's flags on fs.
+func benchFlags(fs *flag.FlagSet, f *benchOpts) {
+	fs.Var(&f.backends, "backend", "backend `URL` (repeat to compare backends)")
+	fs.IntVar(&f.workers, "workers", 8, "contending clients, each with its own Locker")
+	fs.IntVar(&f.keys, "keys", 1, "keys the contending workers spread over (1: all on one key)")
+	fs.IntVar(&f.ops, "ops", 1000, "lock+unlock operations per phase")
+	fs.DurationVar(&f.hold, "hold", time.Millisecond, "how long each contended acquisition holds the key")
+	fs.BoolVar(&f.shared, "shared", false, "also measure a read-heavy mix: nine acquisitions in ten shared")
+	fs.IntVar(&f.leases, "leases", 0, "instead, hold `N` leases through one Locker, kept alive, and measure what that costs: backend calls/s, client CPU, goroutines")
+	fs.DurationVar(&f.ttl, "ttl", 3*time.Second, "with --leases: the leases' TTL")
+	fs.DurationVar(&f.window, "for", 10*time.Second, "with --leases: how long to measure")
+	fs.BoolVar(&f.json, "json", false, "print JSON instead of a table")
+	fs.StringVar(&f.plot, "plot", "", "write an SVG bar chart comparing the backends to `FILE`")
+}
+
 func (e env) bench(ctx context.Context, args []string) error {
+	var f benchOpts
 	fs := newFlags("bench")
-	var backends stringsFlag
-	fs.Var(&backends, "backend", "backend URL (repeat to compare backends)")
-	workers := fs.Int("workers", 8, "contending clients, each with its own Locker")
-	keys := fs.Int("keys", 1, "keys the contending workers spread over (1: all on one key)")
-	ops := fs.Int("ops", 1000, "lock+unlock operations per phase")
-	hold := fs.Duration("hold", time.Millisecond, "how long each contended acquisition holds the key")
-	shared := fs.Bool("shared", false, "also measure a read-heavy mix: nine acquisitions in ten shared")
-	leases := fs.Int("leases", 0, "instead, hold `N` leases through one Locker, kept alive, and measure what that costs: backend calls/s, client CPU, goroutines")
-	leaseTTL := fs.Duration("ttl", 3*time.Second, "with --leases: the leases' TTL")
-	window := fs.Duration("for", 10*time.Second, "with --leases: how long to measure")
-	jsonOut := fs.Bool("json", false, "print JSON instead of a table")
-	plot := fs.String("plot", "", "write an SVG bar chart comparing the backends to `FILE`")
+	benchFlags(fs, &f)
 	pos, err := parseInterleaved(fs, args)
 	switch {
 	case err != nil:
 		return err
 	case len(pos) > 0:
 		return usageErrorf("bench: unexpected argument %q (backends go in --backend URL)", pos[0])
-	case *workers < 1 || *ops < 1 || *keys < 1 || *hold < 0:
+	case f.workers < 1 || f.ops < 1 || f.keys < 1 || f.hold < 0:
 		return usageErrorf("bench: --workers, --ops and --keys must be at least 1, --hold not negative")
-	case *leases < 0 || (*leases > 0 && (*leaseTTL <= 0 || *window <= 0)):
+	case f.leases < 0 || (f.leases > 0 && (f.ttl <= 0 || f.window <= 0)):
 		return usageErrorf("bench: --leases must not be negative, --ttl and --for must be positive")
 	}
+	backends := f.backends
 	if len(backends) == 0 {
 		raw, err := e.backendURL("")
 		if err != nil {
@@ -87,22 +102,20 @@ func (e env) bench(ctx context.Context, args []string) error {
 	}
 	ctx, cancel := signalContext(ctx)
 	defer cancel()
-	if *leases > 0 {
-		return e.benchLeasesAll(ctx, backends, leasesConfig{n: *leases, ttl: *leaseTTL, window: *window}, *jsonOut)
+	if f.leases > 0 {
+		return e.benchLeasesAll(ctx, backends, leasesConfig{n: f.leases, ttl: f.ttl, window: f.window}, f.json)
 	}
-	cfg := benchConfig{workers: *workers, ops: *ops, keys: *keys, hold: *hold, shared: *shared}
+	cfg := benchConfig{workers: f.workers, ops: f.ops, keys: f.keys, hold: f.hold, shared: f.shared}
 	results, first := e.benchAll(ctx, backends, cfg)
-	if *jsonOut {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(results); err != nil {
+	if f.json {
+		if err := e.printJSON(results); err != nil {
 			return err
 		}
 	} else {
 		e.benchTable(results)
 	}
-	if *plot != "" {
-		if err := os.WriteFile(*plot, []byte(plotSVG(results, cfg)), 0o644); err != nil {
+	if f.plot != "" {
+		if err := os.WriteFile(f.plot, []byte(plotSVG(results, cfg)), 0o644); err != nil {
 			return fmt.Errorf("writing the plot: %w", err)
 		}
 	}

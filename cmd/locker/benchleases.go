@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"runtime"
@@ -119,9 +118,7 @@ func (e env) benchLeasesAll(ctx context.Context, backends []string, cfg leasesCo
 		}
 	}
 	if jsonOut {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		return cmp.Or(enc.Encode(results), first)
+		return cmp.Or(e.printJSON(results), first)
 	}
 	e.leasesTable(results)
 	return first

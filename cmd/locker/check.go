@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -52,11 +53,24 @@ func (e env) check(ctx context.Context, args []string) error {
 	return e.report(runChecks(ctx, h))
 }
 
+// checkOpts are check's flags.
+type checkOpts struct {
+	backend string
+	ttl     time.Duration
+}
+
+// checkFlags defines check's flags on fs.
+func checkFlags(fs *flag.FlagSet, f *checkOpts) {
+	fs.StringVar(&f.backend, "backend", "", "backend `URL`")
+	fs.DurationVar(&f.ttl, "ttl", 2*time.Second, "the short lease the expiry checks use (session backends may need more)")
+}
+
 // checkArgs parses check's arguments: the backend URL and the TTL.
 func (e env) checkArgs(args []string) (raw string, ttl time.Duration, err error) {
+	var f checkOpts
 	fs := newFlags("check")
-	backendFlag := fs.String("backend", "", "backend URL")
-	ttlFlag := fs.Duration("ttl", 2*time.Second, "the short lease the expiry checks use (session backends may need more)")
+	checkFlags(fs, &f)
+	backendFlag, ttlFlag := &f.backend, &f.ttl
 	pos, err := parseInterleaved(fs, args)
 	switch {
 	case err != nil:

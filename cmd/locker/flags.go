@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"io"
 	"strings"
@@ -21,7 +22,9 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	args, rest, _ := splitCommand(args)
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+			return nil, err // the command's help, not a mistake
+		} else if err != nil {
 			return nil, usageErrorf("%s: %v", fs.Name(), err)
 		}
 		if fs.NArg() == 0 {
@@ -48,3 +51,9 @@ type stringsFlag []string
 
 func (s *stringsFlag) String() string     { return strings.Join(*s, ",") }
 func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
+
+// isSet reports whether the flag name was given on the command line.
+func isSet(fs *flag.FlagSet, name string) (set bool) {
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}

@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"flag"
 	"fmt"
 	"net/url"
 	"strings"
@@ -13,16 +13,29 @@ import (
 // migrate runs `locker migrate check --from URL --to URL [--json] [PREFIX]`:
 // the keys held on from but not on to (a process still in phase 1 holds
 // them), exit 1 while there is any, 0 when phase 3 is safe.
+// migrateOpts are migrate check's flags.
+type migrateOpts struct {
+	from, to string
+	json     bool
+}
+
+// migrateFlags defines migrate check's flags on fs.
+func migrateFlags(fs *flag.FlagSet, f *migrateOpts) {
+	fs.StringVar(&f.from, "from", "", "the backend `URL` processes move from")
+	fs.StringVar(&f.to, "to", "", "the backend `URL` processes move to")
+	fs.BoolVar(&f.json, "json", false, "print the result as JSON")
+}
+
 func (e env) migrate(ctx context.Context, args []string) error {
 	if len(args) == 0 || args[0] != "check" {
 		return usageErrorf("migrate: want: locker migrate check --from URL --to URL [--json] [PREFIX]")
 	}
 	ctx, cancel := signalContext(ctx)
 	defer cancel()
+	var f migrateOpts
 	fs := newFlags("migrate check")
-	fromFlag := fs.String("from", "", "the backend processes move from")
-	toFlag := fs.String("to", "", "the backend processes move to")
-	asJSON := fs.Bool("json", false, "print the result as JSON")
+	migrateFlags(fs, &f)
+	fromFlag, toFlag, asJSON := &f.from, &f.to, &f.json
 	pos, err := parseInterleaved(fs, args[1:])
 	switch {
 	case err != nil:
@@ -113,9 +126,7 @@ func (e env) migrateJSON(only []locker.LockInfo, checked int) {
 			out.FromOnly = append(out.FromOnly, lock{in.Key, in.Space == locker.SpaceSubtree, modeName(in), h.Owner, h.Fence})
 		}
 	}
-	enc := json.NewEncoder(e.stdout)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(out)
+	_ = e.printJSON(out)
 }
 
 // sides are the from and to URLs of a migrate: URL (ok false for others):

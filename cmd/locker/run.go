@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -52,32 +53,41 @@ func (e env) run(ctx context.Context, args []string) error {
 	return e.supervise(b, leases, a.cmd, sigs, a.grace)
 }
 
+// runOpts are run's flags.
+type runOpts struct {
+	backend          string
+	ttl, wait, grace time.Duration
+	try              bool
+	shared, subtree  bool
+	shell            string
+}
+
+// runFlags defines run's flags on fs.
+func runFlags(fs *flag.FlagSet, f *runOpts) {
+	fs.StringVar(&f.backend, "backend", "", "backend `URL`")
+	fs.DurationVar(&f.ttl, "ttl", locker.DefaultTTL, "lease length; renewed every TTL/3 while CMD runs")
+	fs.DurationVar(&f.wait, "wait", 0, "give up after waiting this long; 0: do not wait, as --try (unset: wait as long as it takes)")
+	fs.BoolVar(&f.try, "try", false, "fail at once if the key is held (--wait 0)")
+	fs.DurationVar(&f.grace, "grace", 10*time.Second, "after SIGTERM on lease loss, SIGKILL CMD if it still runs")
+	fs.BoolVar(&f.shared, "shared", false, "take the keys shared (read locks): many shared holders at once, or one exclusive")
+	fs.BoolVar(&f.subtree, "subtree", false, "each KEY is a '/'-separated path: lock it and every path below it")
+	fs.StringVar(&f.shell, "c", "", "run the shell `command` with sh -c instead of CMD, as flock(1) does: locker run -c 'CMD' KEY")
+}
+
 // parseRun parses run's flags, keys and command, and checks the keys and
 // options before any backend is touched.
 func parseRun(args []string) (runArgs, error) {
-	var a runArgs
+	var (
+		a runArgs
+		f runOpts
+	)
 	fs := newFlags("run")
-	fs.StringVar(&a.backend, "backend", "", "backend URL")
-	ttl := fs.Duration("ttl", locker.DefaultTTL, "lease length; renewed every TTL/3 while CMD runs")
-	fs.DurationVar(&a.wait, "wait", 0, "give up after waiting this long (default: wait as long as it takes)")
-	fs.BoolVar(&a.try, "try", false, "fail at once if the key is held")
-	fs.DurationVar(&a.grace, "grace", 10*time.Second, "after SIGTERM on lease loss, SIGKILL CMD if it still runs")
-	shared := fs.Bool("shared", false, "take the keys shared (read locks): many shared holders at once, or one exclusive")
-	subtree := fs.Bool("subtree", false, "each KEY is a '/'-separated path: lock it and every path below it")
-	if before, after, dashed := splitCommand(args); dashed {
-		pos, err := parseInterleaved(fs, before)
-		if err != nil {
-			return a, err
-		}
-		a.keys, a.cmd = pos, after
-	} else {
-		if err := fs.Parse(args); err != nil {
-			return a, usageErrorf("run: %v", err)
-		}
-		if fs.NArg() > 0 {
-			a.keys, a.cmd = fs.Args()[:1], fs.Args()[1:]
-		}
+	runFlags(fs, &f)
+	var err error
+	if a.keys, a.cmd, err = runPositionals(fs, &f, args); err != nil {
+		return a, err
 	}
+	a.backend, a.grace = f.backend, f.grace
 	switch {
 	case len(a.keys) == 0 && len(a.cmd) == 0:
 		return a, usageErrorf("run: want KEY [KEY...] -- CMD [ARGS...]")
@@ -85,16 +95,18 @@ func parseRun(args []string) (runArgs, error) {
 		return a, usageErrorf("run: no KEY before --: locker run KEY [KEY...] -- CMD [ARGS...]")
 	case len(a.cmd) == 0:
 		return a, usageErrorf("run: no command to run: locker run KEY [KEY...] -- CMD [ARGS...]")
-	case a.try && a.wait != 0:
+	case f.try && f.wait > 0:
 		return a, usageErrorf("run: --try and --wait exclude each other")
-	case a.wait < 0 || a.grace < 0:
+	case f.wait < 0 || f.grace < 0:
 		return a, usageErrorf("run: --wait and --grace must not be negative")
 	}
-	a.opts = []locker.Option{locker.WithTTL(*ttl)}
-	if *shared {
+	// --wait 0 is --try: no wait at all; without --wait, as long as it takes.
+	a.try, a.wait = f.try || (f.wait == 0 && isSet(fs, "wait")), f.wait
+	a.opts = []locker.Option{locker.WithTTL(f.ttl)}
+	if f.shared {
 		a.opts = append(a.opts, locker.Shared())
 	}
-	if *subtree {
+	if f.subtree {
 		a.opts = append(a.opts, locker.Subtree())
 	}
 	for _, k := range a.keys { // bad keys or TTL: fail before touching the backend
@@ -103,6 +115,31 @@ func parseRun(args []string) (runArgs, error) {
 		}
 	}
 	return a, nil
+}
+
+// runPositionals parses run's arguments with fs: the keys and the command.
+// After "--", the command; without one, flags end at KEY and the command
+// follows it; with -c, the command is sh -c's and every argument a key.
+func runPositionals(fs *flag.FlagSet, f *runOpts, args []string) (keys, cmd []string, err error) {
+	if before, after, dashed := splitCommand(args); dashed {
+		keys, err = parseInterleaved(fs, before)
+		cmd = after
+	} else if err = fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil, nil, err
+	} else if err != nil {
+		return nil, nil, usageErrorf("run: %v", err)
+	} else if f.shell != "" {
+		keys, err = parseInterleaved(fs, fs.Args()) // flags may follow the keys
+	} else if fs.NArg() > 0 {
+		keys, cmd = fs.Args()[:1], fs.Args()[1:]
+	}
+	if err != nil || f.shell == "" {
+		return keys, cmd, err
+	}
+	if len(cmd) > 0 {
+		return nil, nil, usageErrorf("run: -c and a CMD exclude each other: locker run -c 'CMD' KEY [KEY...]")
+	}
+	return keys, []string{"/bin/sh", "-c", f.shell}, nil
 }
 
 // acquire opens the backend and takes the keys; a signal meanwhile

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// Help is on stdout with exit 0, for locker and for each command, by
+// every spelling; it lists the command's flags.
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	env := testEnv(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--help"}, "Available Commands:"},
+		{[]string{"-h"}, "Available Commands:"},
+		{[]string{"help"}, "Available Commands:"},
+		{[]string{"help", "run"}, "--ttl"},
+		{[]string{"run", "--help"}, "--ttl"},
+		{[]string{"run", "-h"}, "--wait"},
+		{[]string{"run", "--ttl", "5s", "--help"}, "--grace"},
+		{[]string{"status", "--help"}, "--json"},
+		{[]string{"list", "-h"}, "--json"},
+		{[]string{"unlock", "--help"}, "--force"},
+		{[]string{"bench", "--help"}, "--leases"},
+		{[]string{"check", "--help"}, "--ttl"},
+		{[]string{"migrate", "check", "--help"}, "--from"},
+	} {
+		r := cli(t, env, c.args...).want(t, 0, strings.Join(c.args, " "))
+		if !strings.Contains(r.stdout, c.want) || !strings.Contains(r.stdout, "Usage:") || r.stderr != "" {
+			t.Errorf("locker %s: stdout %q, stderr %q; want help on stdout naming %s", strings.Join(c.args, " "), r.stdout, r.stderr, c.want)
+		}
+	}
+}
+
+// A command's own -h goes to the command: `locker run KEY -- grep -h x`
+// runs grep -h.
+func TestHelpFlagOfTheCommandRunsIt(t *testing.T) {
+	t.Parallel()
+	r := cli(t, testEnv(t), "run", uniqueKey(t), "--", "sh", "-c", `echo "ran $0 $1"`, "-h", "x").want(t, 0, "run -- sh -h")
+	if strings.TrimSpace(r.stdout) != "ran -h x" {
+		t.Errorf("stdout %q, want the command's output", r.stdout)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	r := cli(t, testEnv(t), "--version").want(t, 0, "--version")
+	if !strings.HasPrefix(r.stdout, "locker ") {
+		t.Errorf("--version printed %q", r.stdout)
+	}
+}
+
+func TestCompletion(t *testing.T) {
+	t.Parallel()
+	env := testEnv(t)
+	for _, sh := range []string{"bash", "zsh", "fish"} {
+		r := cli(t, env, "completion", sh).want(t, 0, "completion "+sh)
+		if !strings.Contains(r.stdout, "locker") || len(r.stdout) < 500 {
+			t.Errorf("completion %s printed %d bytes", sh, len(r.stdout))
+		}
+	}
+	// What a shell asks on <TAB>: run's flags, from the same definitions.
+	r := cli(t, env, "__complete", "run", "--w").want(t, 0, "__complete run --w")
+	if !strings.Contains(r.stdout, "--wait") {
+		t.Errorf("completing run --w offered %q", r.stdout)
+	}
+}
+
+// status --json and list --json print what the tables show, for scripts.
+func TestStatusListJSON(t *testing.T) {
+	t.Parallel()
+	env := testEnv(t)
+	key := uniqueKey(t)
+	h := holder(t, env, key+"/a")
+	var one lockOut
+	r := cli(t, env, "status", "--json", key+"/a").want(t, 0, "status --json")
+	if err := json.Unmarshal([]byte(r.stdout), &one); err != nil {
+		t.Fatalf("status --json printed %q: %v", r.stdout, err)
+	}
+	if one.Key != key+"/a" || one.Mode != "exclusive" || one.Space != "key" || len(one.Holders) != 1 ||
+		one.Holders[0].Fence == 0 || one.Holders[0].Expires == nil {
+		t.Errorf("status --json: %+v", one)
+	}
+	var all []lockOut
+	r = cli(t, env, "list", key+"/", "--json").want(t, 0, "list --json")
+	if err := json.Unmarshal([]byte(r.stdout), &all); err != nil || len(all) != 1 || all[0].Key != key+"/a" {
+		t.Errorf("list --json printed %q (%v)", r.stdout, err)
+	}
+	r = cli(t, env, "status", "--json", key+"/free").want(t, exitFail, "status --json of a free key")
+	if strings.TrimSpace(r.stdout) != "null" {
+		t.Errorf("status --json of a free key printed %q, want null", r.stdout)
+	}
+	r = cli(t, env, "list", "--json", key+"/none/").want(t, 0, "list --json of nothing")
+	if strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("list --json of nothing printed %q, want []", r.stdout)
+	}
+	h.stdin.Close()
+	h.exit(t)
+}
+
+// run -c runs a shell command, as flock(1) does; every argument is a key.
+func TestRunShellCommand(t *testing.T) {
+	t.Parallel()
+	env := testEnv(t)
+	key := uniqueKey(t)
+	r := cli(t, env, "run", "-c", `echo "fence $LOCKER_FENCE"; exit 3`, key+"/a", key+"/b").want(t, 3, "run -c")
+	if !strings.HasPrefix(r.stdout, "fence ") {
+		t.Errorf("run -c printed %q", r.stdout)
+	}
+	cli(t, env, "run", "-c", "true", key+"/a", "--", "true").want(t, exitUsage, "run -c with a CMD too")
+}
+
+// --wait 0 does not wait, as --try; without --wait, run waits.
+func TestRunWaitZeroIsTry(t *testing.T) {
+	t.Parallel()
+	env := testEnv(t)
+	key := uniqueKey(t)
+	h := holder(t, env, key)
+	r := cli(t, env, "run", "--wait", "0", key, "--", "true").want(t, exitTempFail, "--wait 0 on a held key")
+	if !strings.Contains(r.stderr, "held") {
+		t.Errorf("--wait 0: stderr %q", r.stderr)
+	}
+	h.stdin.Close()
+	h.exit(t)
+	cli(t, env, "run", "--wait", "0", key, "--", "true").want(t, 0, "--wait 0 on a free key")
+}
