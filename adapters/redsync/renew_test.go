@@ -23,12 +23,14 @@ func TestRenewalsBatched(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close() })
 		clients = append(clients, c)
 	}
-	lk, err := New(clients, WithPrefix("locker-test:"+t.Name()+":"))
+	// A node timeout and TTL that a loaded -race run keeps to (the default
+	// timeout of a 300 ms TTL, 15 ms, went unanswered there).
+	lk, err := New(clients, WithPrefix("locker-test:"+t.Name()+":"), WithNodeTimeout(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lk.Close()
-	const n, ttl = 200, 300 * time.Millisecond
+	const n, ttl = 200, time.Second
 	used := testenv.KeepMany(t, lk, n, ttl, calls.n.Load, nil) / int64(len(clients))
 	t.Logf("%d leases kept alive for 3×TTL with %d scripts per master", n, used)
 	if used >= n {
