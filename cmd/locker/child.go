@@ -93,3 +93,25 @@ func (c *child) restoreTerminal() {
 	_ = unix.IoctlSetPointerInt(c.tty, unix.TIOCSPGRP, unix.Getpgrp())
 	signal.Reset(syscall.SIGTTOU)
 }
+
+// suspend is job control for CMD stopped at the terminal: locker takes the
+// terminal back and stops itself, so that the shell sees its job stopped
+// and gets the terminal. It returns once locker is continued (fg).
+func (c *child) suspend() {
+	c.restoreTerminal()
+	cont := make(chan os.Signal, 1)
+	signal.Notify(cont, syscall.SIGCONT)
+	defer signal.Stop(cont)
+	// The stop reaches this thread when the kernel gets round to it: the
+	// SIGCONT that ends it, not the return of kill, says it is over.
+	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	<-cont
+}
+
+// resume gives CMD's group the terminal again and continues it.
+func (c *child) resume() {
+	signal.Ignore(syscall.SIGTTOU)
+	_ = unix.IoctlSetPointerInt(c.tty, unix.TIOCSPGRP, c.cmd.Process.Pid)
+	signal.Reset(syscall.SIGTTOU)
+	c.signal(syscall.SIGCONT)
+}

@@ -261,20 +261,36 @@ func (e env) supervise(b *backend, leases []locker.Lease, cmdArgs []string, sigs
 		leaseDone = anyDone(leases)
 		lost      error
 		kill      <-chan time.Time
+		stopped   <-chan struct{}
 	)
+	if c.tty >= 0 {
+		stopped = c.stops() // Ctrl-Z: job control as in a shell
+	}
+	lose := func(l locker.Lease) {
+		leaseDone, lost = nil, l.Err()
+		if lost == nil {
+			lost = locker.ErrLeaseLost
+		}
+		fmt.Fprintf(e.stderr, "locker: lost the lease on %q (%s): stopping %s with SIGTERM\n", l.Key(), scrub(lost.Error()), cmdArgs[0])
+		c.signal(syscall.SIGTERM)
+		kill = time.After(grace)
+	}
 	for running := true; running; {
 		select {
 		case <-c.done:
 			running = false
-		case l := <-leaseDone:
-			leaseDone = nil
-			lost = l.Err()
-			if lost == nil {
-				lost = locker.ErrLeaseLost
+		case <-stopped:
+			c.suspend()
+			// Lost while stopped (its Deadline passed, though Done may
+			// not have closed yet): CMD goes on only to its SIGTERM.
+			for _, l := range leases {
+				if leaseDone != nil && (l.Err() != nil || !time.Now().Before(l.Deadline())) {
+					lose(l)
+				}
 			}
-			fmt.Fprintf(e.stderr, "locker: lost the lease on %q (%s): stopping %s with SIGTERM\n", l.Key(), scrub(lost.Error()), cmdArgs[0])
-			c.signal(syscall.SIGTERM)
-			kill = time.After(grace)
+			c.resume()
+		case l := <-leaseDone:
+			lose(l)
 		case <-kill:
 			fmt.Fprintf(e.stderr, "locker: %s still runs %v after SIGTERM: sending SIGKILL\n", cmdArgs[0], grace)
 			c.signal(syscall.SIGKILL)
