@@ -35,6 +35,9 @@ type entry struct {
 // Acquire takes r.Key (see the package doc); an entry lost on the way is
 // replaced.
 func (d *etcdDriver) Acquire(ctx context.Context, r *driver.Request) (driver.Grant, error) {
+	if err := checkTTL(r); err != nil {
+		return driver.Grant{}, err
+	}
 	if err := d.raiseFor(ctx, r); err != nil {
 		return driver.Grant{}, err
 	}

@@ -22,6 +22,9 @@ func (d *etcdDriver) AcquireBatch(ctx context.Context, rs []*driver.Request) ([]
 	if rs[0].Reentrant || !rs[0].KeepAlive {
 		return nil, driver.ErrSkip
 	}
+	if err := checkTTL(rs...); err != nil {
+		return nil, err
+	}
 	if err := d.raiseFor(ctx, rs...); err != nil {
 		return nil, err
 	}

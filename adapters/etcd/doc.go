@@ -33,7 +33,9 @@
 // Revoke. A lock with keep-alive off gets a lease of its own, so that it
 // lapses at its TTL whatever the others do, and is revoked at its local
 // deadline, since etcd rounds TTLs up. Deadline is never later than the
-// last keep-alive's send time plus the TTL etcd granted.
+// last keep-alive's send time plus the TTL etcd granted. A TTL below a
+// second is refused with locker.ErrInvalidTTL, before anything is written:
+// a crashed holder's key would outlive it, its lease counting whole seconds.
 //
 // ForceUnlock deletes the holder's entry, not its shared lease; the holder's
 // next refresh (within TTL/3) sees the entry gone and reports ErrLeaseLost.

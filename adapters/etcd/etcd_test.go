@@ -2,6 +2,7 @@ package etcd_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -157,4 +158,33 @@ func countEntries(ctx context.Context, c *clientv3.Client, prefix, p string) (in
 		n += int(resp.Count)
 	}
 	return n, nil
+}
+
+// A TTL below a second, which etcd's leases (whole seconds) cannot
+// honour, is refused with ErrInvalidTTL naming the least one, for Lock
+// and LockAll, and nothing is written.
+func TestRefusesTTLBelowASecond(t *testing.T) {
+	h := harness(t, false)
+	l, err := h.NewLocker(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	p := "ttl-" + strings.ReplaceAll(t.Name(), "/", "-") + "/"
+	_, err = l.TryLock(t.Context(), p+"a", locker.WithTTL(500*time.Millisecond))
+	if !errors.Is(err, locker.ErrInvalidTTL) || !strings.Contains(err.Error(), "1s") {
+		t.Errorf("TryLock with a 500ms TTL: %v, want ErrInvalidTTL naming 1s", err)
+	}
+	_, err = locker.LockAll(t.Context(), l, []string{p + "b", p + "c"}, locker.WithTTL(999*time.Millisecond))
+	if !errors.Is(err, locker.ErrInvalidTTL) {
+		t.Errorf("LockAll with a 999ms TTL: %v, want ErrInvalidTTL", err)
+	}
+	if n := count(t, h, p); n != 0 {
+		t.Errorf("%d entries left by refused calls", n)
+	}
+	lease, err := l.TryLock(t.Context(), p+"a", locker.WithTTL(time.Second))
+	if err != nil {
+		t.Fatalf("TryLock with a 1s TTL: %v", err)
+	}
+	_ = lease.Unlock(t.Context())
 }

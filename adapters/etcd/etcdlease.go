@@ -3,12 +3,16 @@ package etcd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
 )
 
 // etcdLease is one etcd lease that queue entries are attached to.
@@ -166,4 +170,19 @@ func (d *etcdDriver) sharedLease(ctx context.Context, secs time.Duration) (*etcd
 		d.shared[secs] = e
 	}
 	return e, err
+}
+
+// minTTL is the least TTL etcd honours: its leases count whole seconds,
+// so that a crashed holder's key would outlive a shorter TTL.
+const minTTL = time.Second
+
+// checkTTL refuses a request whose TTL etcd cannot honour.
+func checkTTL(rs ...*driver.Request) error {
+	for _, r := range rs {
+		if r.TTL < minTTL {
+			return fmt.Errorf("%w: TTL %v is below etcd's least lease TTL, %v (leases count whole seconds, and the server would keep a crashed holder's key that long): lock with WithTTL(%v) or more",
+				locker.ErrInvalidTTL, r.TTL, minTTL, minTTL)
+		}
+	}
+	return nil
 }

@@ -128,3 +128,12 @@ func TestRunWaitZeroIsTry(t *testing.T) {
 	h.exit(t)
 	cli(t, env, "run", "--wait", "0", key, "--", "true").want(t, 0, "--wait 0 on a free key")
 }
+
+// A TTL no lease can be kept alive at is refused, naming the least.
+func TestRunRefusesTTLTooShort(t *testing.T) {
+	t.Parallel()
+	r := cli(t, testEnv(t), "run", "--ttl", "1ms", uniqueKey(t), "--", "true").want(t, exitUsage, "--ttl 1ms")
+	if !strings.Contains(r.stderr, "100ms") {
+		t.Errorf("stderr %q; want the least TTL named", r.stderr)
+	}
+}

@@ -53,6 +53,12 @@ func (e env) run(ctx context.Context, args []string) error {
 	return e.supervise(b, leases, a.cmd, sigs, a.grace)
 }
 
+// minRunTTL is the least --ttl: below it a renewal, due every TTL/3, could
+// not reach the backend in time on any network. (Backends refuse what
+// they cannot honour, too: etcd below 1s, ZooKeeper below its servers'
+// minimum session timeout.)
+const minRunTTL = 100 * time.Millisecond
+
 // runOpts are run's flags.
 type runOpts struct {
 	backend          string
@@ -99,6 +105,8 @@ func parseRun(args []string) (runArgs, error) {
 		return a, usageErrorf("run: --try and --wait exclude each other")
 	case f.wait < 0 || f.grace < 0:
 		return a, usageErrorf("run: --wait and --grace must not be negative")
+	case f.ttl > 0 && f.ttl < minRunTTL:
+		return a, usageErrorf("run: --ttl %v is below %v, the least TTL a lease is kept alive at (renewed every TTL/3, each renewal a round trip); etcd and ZooKeeper need 1s or more", f.ttl, minRunTTL)
 	}
 	// --wait 0 is --try: no wait at all; without --wait, as long as it takes.
 	a.try, a.wait = f.try || (f.wait == 0 && isSet(fs, "wait")), f.wait
