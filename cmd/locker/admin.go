@@ -31,7 +31,8 @@ func (e env) adminBackend(ctx context.Context, fs *flag.FlagSet, f *adminOpts, a
 type adminOpts struct {
 	backend        string
 	subtree, force bool
-	json           bool
+	json, watch    bool
+	interval       time.Duration
 }
 
 // statusFlags, listFlags and unlockFlags define each command's flags on fs.
@@ -44,6 +45,8 @@ func statusFlags(fs *flag.FlagSet, f *adminOpts) {
 func listFlags(fs *flag.FlagSet, f *adminOpts) {
 	fs.StringVar(&f.backend, "backend", "", "backend `URL`")
 	fs.BoolVar(&f.json, "json", false, "print the locks as JSON, an array")
+	fs.BoolVar(&f.watch, "watch", false, "list again each --interval, until Ctrl-C: redrawn at a terminal, else printed when the locks change (with --json, a line each)")
+	fs.DurationVar(&f.interval, "interval", time.Second, "with --watch: how often to look")
 }
 
 func unlockFlags(fs *flag.FlagSet, f *adminOpts) {
@@ -149,8 +152,11 @@ func (e env) list(ctx context.Context, args []string) error {
 	fs := newFlags("list")
 	listFlags(fs, &f)
 	raw, pos, err := e.adminURL(fs, &f, args, func(pos []string) error {
-		if len(pos) > 1 {
+		switch {
+		case len(pos) > 1:
 			return usageErrorf("list: want at most one PREFIX")
+		case f.watch && f.interval <= 0:
+			return usageErrorf("list: --interval must be positive")
 		}
 		return nil
 	})
@@ -158,6 +164,14 @@ func (e env) list(ctx context.Context, args []string) error {
 		return err
 	}
 	prefix := strings.Join(pos, "")
+	if f.watch {
+		b, adm, err := e.openAdmin(ctx, raw, "list")
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		return e.watchList(ctx, b, adm, prefix, f)
+	}
 	return e.eachSide(ctx, raw, "list", func(b *backend, adm locker.Admin) error {
 		infos, err := adm.List(ctx, prefix)
 		if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -136,4 +137,68 @@ func TestRunRefusesTTLTooShort(t *testing.T) {
 	if !strings.Contains(r.stderr, "100ms") {
 		t.Errorf("stderr %q; want the least TTL named", r.stderr)
 	}
+}
+
+// list --watch prints the locks again whenever they change (not at a
+// terminal: only on a change), until interrupted, then exits 0.
+func TestListWatch(t *testing.T) {
+	t.Parallel()
+	env := testEnv(t)
+	key := uniqueKey(t)
+	w := start(t, env, "list", "--watch", "--interval", "50ms", key+"/")
+	waitLine := func(want string) {
+		t.Helper()
+		for {
+			l, ok := <-w.lines
+			if !ok {
+				t.Fatalf("list --watch ended before printing %q; stderr %q", want, w.errText())
+			}
+			if strings.Contains(l, want) {
+				return
+			}
+		}
+	}
+	waitLine(" 0 locks")
+	h := holder(t, env, key+"/a")
+	waitLine(" 1 locks")
+	waitLine(key + "/a")
+	h.stdin.Close()
+	h.exit(t)
+	waitLine(" 0 locks")
+	if err := w.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	<-w.done
+	if code := w.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("list --watch interrupted: exit %d, want 0; stderr %q", code, w.errText())
+	}
+}
+
+// list --watch --json prints a line of JSON per change.
+func TestListWatchJSON(t *testing.T) {
+	t.Parallel()
+	env := testEnv(t)
+	key := uniqueKey(t)
+	w := start(t, env, "list", "--watch", "--json", "--interval", "50ms", key+"/")
+	var states [][]lockOut
+	h := (*proc)(nil)
+	for len(states) < 2 {
+		l, ok := <-w.lines
+		if !ok {
+			t.Fatalf("list --watch --json ended; stderr %q", w.errText())
+		}
+		var s []lockOut
+		if err := json.Unmarshal([]byte(l), &s); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		states = append(states, s)
+		if h == nil {
+			h = holder(t, env, key+"/a")
+		}
+	}
+	if len(states[0]) != 0 || len(states[1]) != 1 || states[1][0].Key != key+"/a" {
+		t.Errorf("states %+v; want none, then the held key", states)
+	}
+	h.stdin.Close()
+	h.exit(t)
 }

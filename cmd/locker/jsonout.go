@@ -52,3 +52,6 @@ func (e env) printJSON(v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
+
+// printJSONLine writes v to stdout as one line.
+func (e env) printJSONLine(v any) error { return json.NewEncoder(e.stdout).Encode(v) }
