@@ -60,8 +60,7 @@ func Schemes() []string {
 func Open(ctx context.Context, rawURL string) (Locker, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		// url.Error repeats the input, which may hold a password.
-		return nil, fmt.Errorf("%w: cannot parse it", ErrInvalidURL)
+		return nil, fmt.Errorf("%w: cannot parse it: %s", ErrInvalidURL, urlProblem(err))
 	}
 	registryMu.RLock()
 	open := registry[strings.ToLower(u.Scheme)]
@@ -75,4 +74,29 @@ func Open(ctx context.Context, rawURL string) (Locker, error) {
 		return nil, fmt.Errorf("%w %q in %s (%s)", ErrUnknownScheme, u.Scheme, u.Redacted(), hint)
 	}
 	return open(ctx, u)
+}
+
+// urlProblem names the part of a URL that url.Parse refused, without its
+// text: url.Error repeats the input, which may hold a password (and a
+// mistyped password can end up in what it calls the port).
+func urlProblem(err error) string {
+	msg := err.Error()
+	if ue, ok := err.(*url.Error); ok {
+		msg = ue.Err.Error()
+	}
+	for _, p := range []struct{ has, says string }{
+		{"invalid port", "its port (after the host and ':') is not a number; a ':' or '/' in a password must be %-escaped"},
+		{"invalid userinfo", "its user:password@ part has a character that must be %-escaped"},
+		{"invalid URL escape", "a '%' is not followed by two hex digits (a literal '%' is %25)"},
+		{"in host name", "its host has a character no host name has"},
+		{"missing ']'", "its host opens an IPv6 address with '[' and does not close it"},
+		{"missing protocol scheme", "it has no scheme, such as redis://"},
+		{"first path segment", "it has no scheme, such as redis://, and a ':' in its first part"},
+		{"control character", "it has a control character"},
+	} {
+		if strings.Contains(msg, p.has) {
+			return p.says
+		}
+	}
+	return "its syntax is not a URL's"
 }

@@ -71,3 +71,23 @@ func TestURLRulesOnEveryScheme(t *testing.T) {
 		t.Errorf("refused URLs made %d connections", n)
 	}
 }
+
+// A URL that does not parse is refused naming the part at fault, never
+// repeating it: the text may hold a password.
+func TestUnparsableURLNamesThePart(t *testing.T) {
+	for _, c := range []struct{ url, part string }{
+		{"redis://user:s3cret@host:abc", "port"},
+		{"redis://user:s3cr/et@host:6379", "port"},           // an unescaped '/' in the password
+		{"postgres://user:s3cr%zzet@host/db", "'%'"},         // a bad escape
+		{"etcd://[::1:2379/s3cret", "IPv6"},                  // '[' not closed
+		{"redis://host\x7fs3cret:6379", "control character"}, // DEL
+	} {
+		_, err := locker.Open(context.Background(), c.url)
+		if !errors.Is(err, locker.ErrInvalidURL) || !strings.Contains(err.Error(), c.part) {
+			t.Errorf("Open(%q): %v; want ErrInvalidURL naming %s", c.url, err, c.part)
+		}
+		if err != nil && strings.Contains(err.Error(), "s3cr") {
+			t.Errorf("Open(%q): %v repeats the URL's text", c.url, err)
+		}
+	}
+}

@@ -2,8 +2,12 @@ package sql
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 
 	gsqlite "github.com/glebarez/sqlite"
@@ -114,6 +118,9 @@ func dialector(u *url.URL) (gorm.Dialector, string, []Option, error) {
 		return postgres.Open(dsn), dsn, opts, err
 	}
 	path, opts, err := sqlitePath(u)
+	if err == nil {
+		err = sqliteDir(u, path)
+	}
 	dsn := path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 	return gsqlite.Open(dsn), dsn, opts, err
 }
@@ -200,6 +207,17 @@ func sqlitePath(u *url.URL) (string, []Option, error) {
 		return "", nil, urlx.Invalid(u, "unknown parameter %q (sqlite takes only table)", k)
 	}
 	return path, opts, err
+}
+
+// sqliteDir refuses a path whose directory is missing: SQLite makes the
+// file, not its directory, and says only "unable to open database file:
+// out of memory" then.
+func sqliteDir(u *url.URL, path string) error {
+	dir := filepath.Dir(path)
+	if fi, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) || err == nil && !fi.IsDir() {
+		return urlx.Invalid(u, "the directory %s does not exist (SQLite makes the file, not its directory)", dir)
+	}
+	return nil
 }
 
 // takeOptions returns u's query without this package's parameters, and

@@ -75,6 +75,7 @@ func TestOpenInvalidURL(t *testing.T) {
 		"sqlite:///tmp/x.db?table=Bad-Name",
 		"sqlite:///tmp/x.db?table=a&table=b",
 		"sqlite::memory:",
+		"sqlite:///nonexistent-dir-of-locker-tests/x.db", // SQLite makes no directory
 		"postgres://locker:secret@127.0.0.1:15432/locker?table=drop%20table",
 		"postgresql://h/locker?password=secret&table=a&table=b",
 		"postgres://u:secret@h/locker?sslmode=bogus",

@@ -242,9 +242,15 @@ func (e env) benchTable(results []benchResult) {
 		head += "90% READ ops/s\t× EXCL\tWAIT p99\t"
 	}
 	fmt.Fprintln(w, head)
+	var failed []benchResult
 	for _, r := range results {
-		if r.Error != "" {
-			fmt.Fprintf(w, "%s\tfailed: %s\t\t\t\t\t\t\t\n", r.Label, r.Error)
+		if r.Error != "" { // the reason below the table, which keeps its columns
+			fmt.Fprintf(w, "%s\tfailed (see below)\t-\t-\t-\t-\t-\t-\t", r.Label)
+			if mix {
+				fmt.Fprint(w, "-\t-\t-\t")
+			}
+			fmt.Fprintln(w)
+			failed = append(failed, r)
 			continue
 		}
 		rttx := "-"
@@ -259,6 +265,9 @@ func (e env) benchTable(results []benchResult) {
 		fmt.Fprintln(w)
 	}
 	w.Flush()
+	for _, r := range failed {
+		fmt.Fprintf(e.stdout, "\n%s failed: %s\n", r.Label, r.Error)
+	}
 	if len(results) > 0 {
 		r := results[0]
 		over := "one key"

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestBenchJSONAndPlot(t *testing.T) {
@@ -64,5 +65,35 @@ func TestBenchKeys(t *testing.T) {
 	}
 	if r := cli(t, testEnv(t), "bench", "--backend", db, "--keys", "0"); r.code != exitUsage {
 		t.Fatalf("--keys 0: exit %d, want %d", r.code, exitUsage)
+	}
+}
+
+// A backend that fails keeps the table's columns: its row says so, and
+// the reason follows the table.
+func TestBenchTableAlignedWhenABackendFails(t *testing.T) {
+	t.Parallel()
+	r := cli(t, testEnv(t), "bench", "--backend", "mem:", "--backend", "redis://127.0.0.1:1", "--ops", "20", "--shared")
+	if r.code == 0 {
+		t.Fatalf("bench with an unreachable backend: exit 0")
+	}
+	lines := strings.Split(r.stdout, "\n")
+	var table []string
+	for _, l := range lines {
+		if l == "" {
+			break
+		}
+		table = append(table, l)
+	}
+	if len(table) != 3 || !strings.Contains(table[2], "failed (see below)") {
+		t.Fatalf("table %q; want a header, mem's row and the failed one", table)
+	}
+	width := utf8.RuneCountInString
+	for _, l := range table[1:] {
+		if width(l) != width(table[0]) {
+			t.Errorf("row %q is %d wide, the header %d: not aligned", l, width(l), width(table[0]))
+		}
+	}
+	if !strings.Contains(r.stdout, "redis 127.0.0.1:1 failed:") {
+		t.Errorf("stdout %q; want the failure's reason below the table", r.stdout)
 	}
 }
