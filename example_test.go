@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"log/slog"
+	"os"
 	"time"
 
 	"github.com/locker-go/locker"
@@ -111,4 +113,30 @@ func ExampleMigration() {
 	// migrating while phase 1 holds: true
 	// phase 3 while migrating holds: true
 	// fence rose: true
+}
+
+// A logger given to Open hears the Locker's rare events: here a lease
+// that an operator forced open.
+func ExampleWithLogger() {
+	ctx := context.Background()
+	steady := func(_ []string, a slog.Attr) slog.Attr { // the same output every run
+		if a.Key == slog.TimeKey || a.Key == "fence" {
+			return slog.Attr{}
+		}
+		return a
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: steady}))
+	l, err := locker.Open(ctx, "mem://example-logger", locker.WithLogger(logger))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	lease, err := l.Lock(ctx, "reports/daily", locker.WithTTL(time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = l.(locker.Admin).ForceUnlock(ctx, "reports/daily")
+	<-lease.Done()
+	// Output:
+	// level=WARN msg="locker: lease lost" key=reports/daily why="a renewal found its hold gone"
 }

@@ -81,7 +81,7 @@ func newLease(set *leaseSet, cfg leaseConfig) (*lease, error) {
 	l.scheduleLocked()
 	l.mu.Unlock()
 	if cfg.Lost != nil {
-		stop := context.AfterFunc(cfg.Lost, func() { l.end(ErrLeaseLost) })
+		stop := context.AfterFunc(cfg.Lost, func() { l.lost("the backend reported its hold gone") })
 		l.mu.Lock()
 		if l.err != nil { // over already
 			stop()
@@ -141,7 +141,7 @@ func (l *lease) refresh(ctx context.Context) error {
 // caller holds l.op.
 func (l *lease) refreshed(start time.Time, valid time.Duration, err error) error {
 	if errors.Is(err, ErrNotHeld) {
-		l.end(ErrLeaseLost)
+		l.lost("a renewal found its hold gone")
 		return ErrNotHeld
 	}
 	if err != nil {
@@ -214,7 +214,7 @@ func (l *lease) unlock(ctx context.Context) error {
 	case err == nil:
 		l.end(ErrNotHeld)
 	case errors.Is(err, ErrNotHeld):
-		l.end(ErrLeaseLost)
+		l.lost("Unlock found its hold gone")
 	default:
 		l.releaseLater()
 	}
@@ -256,10 +256,14 @@ func (l *lease) releaseLater() {
 }
 
 // end records the lease's final state once and closes Done.
-func (l *lease) end(err error) bool { return l.endIf(err, nil) }
+func (l *lease) end(err error) bool { return l.endIf(err, nil, "") }
 
-// endIf is end, if cond (checked under l.mu) holds.
-func (l *lease) endIf(err error, cond func() bool) bool {
+// lost ends the lease as lost (ErrLeaseLost) for the reason why.
+func (l *lease) lost(why string) { l.endIf(ErrLeaseLost, nil, why) }
+
+// endIf is end, if cond (checked under l.mu) holds. A lease lost for a
+// reason (why) is logged (WithLogger) before Done closes.
+func (l *lease) endIf(err error, cond func() bool, why string) bool {
 	l.mu.Lock()
 	if l.err != nil || (cond != nil && !cond()) {
 		l.mu.Unlock()
@@ -273,6 +277,9 @@ func (l *lease) endIf(err error, cond func() bool) bool {
 		l.stopLost()
 	}
 	l.mu.Unlock()
+	if lg := l.set.log; lg != nil && why != "" {
+		lg.Warn("locker: lease lost", "key", l.cfg.Key, "fence", l.cfg.Fence, "why", why)
+	}
 	close(l.done)
 	l.set.remove(l)
 	return true
@@ -371,6 +378,10 @@ func (l *lease) renewed(err error) {
 		// A failed renewal is retried, a little sooner each time, until
 		// the deadline; the backend may be back before then.
 		l.next = time.Now().Add(min(l.every, max(time.Until(l.deadline)/4, 10*time.Millisecond)))
+		if lg := l.set.log; lg != nil {
+			lg.Info("locker: renewal failed; retrying before the deadline", "key", l.cfg.Key, "fence", l.cfg.Fence,
+				"error", err, "retry", l.next.Sub(time.Now()).Round(time.Millisecond), "deadline", l.deadline)
+		}
 	}
 	l.rearm()
 }
@@ -386,7 +397,7 @@ func (l *lease) expire() {
 		// waits for Expire before it closes the driver.
 		run = l.set.reserve()
 	}
-	if !l.endIf(ErrLeaseLost, func() bool { return !time.Now().Before(l.deadline) }) {
+	if !l.endIf(ErrLeaseLost, func() bool { return !time.Now().Before(l.deadline) }, "its deadline passed without a renewal") {
 		if run != nil {
 			run(nil)
 		}

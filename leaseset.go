@@ -2,6 +2,7 @@ package locker
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 )
 
@@ -15,7 +16,8 @@ type leaseSet struct {
 	leases map[*lease]struct{}
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	renew  *renewer // nil: each lease renews alone (no driver.BatchRefresher)
+	renew  *renewer     // nil: each lease renews alone (no driver.BatchRefresher)
+	log    *slog.Logger // rare events (WithLogger); nil: none
 }
 
 // newLeaseSet returns an empty, open leaseSet.

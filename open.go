@@ -56,8 +56,9 @@ func Schemes() []string {
 }
 
 // Open returns a Locker for the backend that rawURL names, chosen by its
-// scheme among the registered adapters. Errors never show the URL's password.
-func Open(ctx context.Context, rawURL string) (Locker, error) {
+// scheme among the registered adapters, configured by opts (WithLogger).
+// Errors never show the URL's password.
+func Open(ctx context.Context, rawURL string, opts ...ClientOption) (Locker, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("%w: cannot parse it: %s", ErrInvalidURL, urlProblem(err))
@@ -73,7 +74,12 @@ func Open(ctx context.Context, rawURL string) (Locker, error) {
 		}
 		return nil, fmt.Errorf("%w %q in %s (%s)", ErrUnknownScheme, u.Scheme, u.Redacted(), hint)
 	}
-	return open(ctx, u)
+	ctx, o := withClientOptions(ctx, opts)
+	l, err := open(ctx, u)
+	if c, ok := l.(configurable); ok && err == nil {
+		c.configure(o)
+	}
+	return l, err
 }
 
 // urlProblem names the part of a URL that url.Parse refused, without its

@@ -63,7 +63,11 @@ func (e env) open(ctx context.Context, raw string) (*backend, error) {
 	b := &backend{shown: redactURL(raw), addr: addressOf(raw)}
 	octx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
-	l, err := locker.Open(octx, raw)
+	var opts []locker.ClientOption
+	if e.logger != nil {
+		opts = append(opts, locker.WithLogger(e.logger))
+	}
+	l, err := locker.Open(octx, raw, opts...)
 	if errors.Is(err, context.DeadlineExceeded) && octx.Err() != nil && ctx.Err() == nil {
 		err = locker.Unavailable(fmt.Errorf("no answer within %v: %w", openTimeout, err))
 	}

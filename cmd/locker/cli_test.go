@@ -202,3 +202,18 @@ func TestListWatchJSON(t *testing.T) {
 	h.stdin.Close()
 	h.exit(t)
 }
+
+// run -v logs what happens to the lease: here, its loss and why.
+func TestRunVerboseLogsTheLoss(t *testing.T) {
+	t.Parallel()
+	env := testEnv(t)
+	key := uniqueKey(t)
+	h := holder(t, env, key, "-v", "--ttl", "1s")
+	cli(t, env, "unlock", "--force", key).want(t, 0, "unlock --force")
+	if code := h.exit(t); code != exitLeaseLost {
+		t.Fatalf("holder: exit %d, want %d", code, exitLeaseLost)
+	}
+	if e := h.errText(); !strings.Contains(e, "level=WARN") || !strings.Contains(e, "lease lost") || !strings.Contains(e, key) {
+		t.Errorf("stderr %q; want the loss logged with its key", e)
+	}
+}

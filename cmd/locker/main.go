@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 )
@@ -35,6 +36,7 @@ import (
 type env struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	logger         *slog.Logger // run -v: the Locker's rare events, to stderr
 }
 
 func main() {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"net/url"
 	"regexp"
 	"slices"
@@ -71,4 +72,15 @@ func scrub(s string) string {
 	secretsMu.Unlock()
 	s = userinfoRE.ReplaceAllString(s, "${1}:"+mask+"@")
 	return kvSecretRE.ReplaceAllString(s, "${1}${2}"+mask)
+}
+
+// scrubWriter writes through to w with the remembered secrets masked: the
+// logs of run -v may quote a driver's error.
+type scrubWriter struct{ w io.Writer }
+
+func (s scrubWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(s.w, scrub(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

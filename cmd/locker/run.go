@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -33,12 +34,16 @@ type runArgs struct {
 	try     bool
 	wait    time.Duration
 	grace   time.Duration
+	verbose bool // log the lease's rare events (-v)
 }
 
 func (e env) run(ctx context.Context, args []string) error {
 	a, err := parseRun(args)
 	if err != nil {
 		return err
+	}
+	if a.verbose {
+		e.logger = slog.New(slog.NewTextHandler(scrubWriter{e.stderr}, nil))
 	}
 	// Catch signals before anything else, so locker lives to unlock.
 	sigs := make(chan os.Signal, 8)
@@ -63,7 +68,7 @@ const minRunTTL = 100 * time.Millisecond
 type runOpts struct {
 	backend          string
 	ttl, wait, grace time.Duration
-	try              bool
+	try, verbose     bool
 	shared, subtree  bool
 	shell            string
 }
@@ -77,6 +82,7 @@ func runFlags(fs *flag.FlagSet, f *runOpts) {
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "after SIGTERM on lease loss, SIGKILL CMD if it still runs")
 	fs.BoolVar(&f.shared, "shared", false, "take the keys shared (read locks): many shared holders at once, or one exclusive")
 	fs.BoolVar(&f.subtree, "subtree", false, "each KEY is a '/'-separated path: lock it and every path below it")
+	fs.BoolVar(&f.verbose, "v", false, "log to stderr what happens to the lease: renewals that failed and were retried, its loss and why")
 	fs.StringVar(&f.shell, "c", "", "run the shell `command` with sh -c instead of CMD, as flock(1) does: locker run -c 'CMD' KEY")
 }
 
@@ -93,7 +99,7 @@ func parseRun(args []string) (runArgs, error) {
 	if a.keys, a.cmd, err = runPositionals(fs, &f, args); err != nil {
 		return a, err
 	}
-	a.backend, a.grace = f.backend, f.grace
+	a.backend, a.grace, a.verbose = f.backend, f.grace, f.verbose
 	switch {
 	case len(a.keys) == 0 && len(a.cmd) == 0:
 		return a, usageErrorf("run: want KEY [KEY...] -- CMD [ARGS...]")
