@@ -119,7 +119,7 @@ func dialector(u *url.URL) (gorm.Dialector, string, []Option, error) {
 	}
 	path, opts, err := sqlitePath(u)
 	if err == nil {
-		err = sqliteDir(u, path)
+		err = sqliteDir(path)
 	}
 	dsn := path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 	return gsqlite.Open(dsn), dsn, opts, err
@@ -209,13 +209,13 @@ func sqlitePath(u *url.URL) (string, []Option, error) {
 	return path, opts, err
 }
 
-// sqliteDir refuses a path whose directory is missing: SQLite makes the
-// file, not its directory, and says only "unable to open database file:
-// out of memory" then.
-func sqliteDir(u *url.URL, path string) error {
+// sqliteDir reports a path whose directory is missing as unavailable, as
+// an unreachable server is, saying so: SQLite makes the file, not its
+// directory, and says only "unable to open database file: out of memory".
+func sqliteDir(path string) error {
 	dir := filepath.Dir(path)
 	if fi, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) || err == nil && !fi.IsDir() {
-		return urlx.Invalid(u, "the directory %s does not exist (SQLite makes the file, not its directory)", dir)
+		return locker.Unavailable(fmt.Errorf("locker/sql: the directory %s does not exist (SQLite makes the file, not its directory)", dir))
 	}
 	return nil
 }

@@ -90,6 +90,8 @@ func (b *backend) explain(err error) error {
 		return nil
 	case errors.As(err, &ce):
 		return err // complete already
+	case errors.Is(err, locker.ErrUnavailable) && strings.HasPrefix(b.shown, "sqlite:"):
+		return withCode(exitUnavailable, fmt.Errorf("backend %s is unavailable at %s: %w", b.shown, b.addr, err))
 	case errors.Is(err, locker.ErrUnavailable):
 		return withCode(exitUnavailable, fmt.Errorf("backend %s is unavailable at %s: %w\n"+
 			"check that the server runs at that address and accepts these credentials "+
