@@ -95,9 +95,10 @@ func (a *adminLocker) complete(info LockInfo) LockInfo {
 	info.Holders = slices.Clone(info.Holders)
 	for i, h := range info.Holders {
 		info.Holders[i].Holds = a.reentries.holds(LockInfo{Key: info.Key, Space: info.Space, Owner: h.Owner, Fence: h.Fence, Holds: h.Holds})
+		info.Holders[i].Owner, info.Holders[i].Label = splitOwner(h.Owner) // the backend's owner token (see WithLabel)
 	}
 	slices.SortFunc(info.Holders, func(a, b driver.Holder) int { return cmp.Compare(a.Fence, b.Fence) })
 	first := info.Holders[0]
-	info.Owner, info.Fence, info.Holds, info.Expires = first.Owner, first.Fence, first.Holds, first.Expires
+	info.Owner, info.Label, info.Fence, info.Holds, info.Expires = first.Owner, first.Label, first.Fence, first.Holds, first.Expires
 	return info
 }

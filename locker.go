@@ -96,6 +96,8 @@ type Options struct {
 	Subtree bool
 	// FenceFloor is a fence that a new grant must exceed: see WithFenceFloor.
 	FenceFloor uint64
+	// Label describes the holder for operators: see WithLabel.
+	Label string
 }
 
 // Option configures one Lock or TryLock call.
@@ -154,6 +156,9 @@ func Resolve(key string, opts ...Option) (Options, error) {
 		o.Owner = rand.Text()
 	} else if err := checkString(o.Owner); err != nil {
 		return Options{}, fmt.Errorf("%w: %v", ErrInvalidOwner, err)
+	}
+	if err := checkLabel(o); err != nil {
+		return Options{}, err
 	}
 	return o, nil
 }

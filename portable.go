@@ -92,7 +92,7 @@ func (p *portable) call(ctx context.Context, key string, opts []Option, wait boo
 // request is one driver request of a call with options o.
 func (p *portable) request(space driver.Space, key string, mode driver.Mode, o Options, wait bool) *driver.Request {
 	return &driver.Request{
-		Key: key, Owner: o.Owner, Mode: mode, Space: space, Reentrant: o.StableOwner, ID: rand.Text(),
+		Key: key, Owner: storedOwner(o), Mode: mode, Space: space, Reentrant: o.StableOwner, ID: rand.Text(),
 		TTL: o.TTL, KeepAlive: o.KeepAlive, Wait: wait, Floor: o.FenceFloor,
 	}
 }
@@ -144,7 +144,7 @@ func (p *portable) take(ctx context.Context, r *driver.Request) (granted, error)
 // lease wraps r's grant g in a lease.
 func (p *portable) lease(r *driver.Request, g granted) (Lease, error) {
 	return newLease(p.set, leaseConfig{
-		Key: r.Key, Owner: r.Owner, Fence: g.Fence, TTL: r.TTL, KeepAlive: r.KeepAlive,
+		Key: r.Key, Owner: ownerOf(r.Owner), Fence: g.Fence, TTL: r.TTL, KeepAlive: r.KeepAlive,
 		Start: g.start, Validity: g.Validity, Hold: g.Hold, Lost: g.Lost,
 	})
 }

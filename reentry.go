@@ -84,7 +84,7 @@ func (rs *reentries) reenter(ctx context.Context, r *driver.Request) (g driver.G
 		return g, false, nil
 	}
 	if c.mode != r.Mode {
-		return g, false, fmt.Errorf("%w: owner %q holds %q as %v, asks for %v", ErrModeMismatch, r.Owner, r.Key, c.mode, r.Mode)
+		return g, false, fmt.Errorf("%w: owner %q holds %q as %v, asks for %v", ErrModeMismatch, ownerOf(r.Owner), r.Key, c.mode, r.Mode)
 	}
 	if err := c.op.lock(ctx); err != nil {
 		return g, false, err

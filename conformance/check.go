@@ -63,6 +63,7 @@ func Checks() []Check {
 		check("Do", checkDo),
 		check("DoLeaseLost", checkDoLeaseLost),
 		check("Admin", checkAdmin),
+		check("Labels", checkLabels),
 		check("Shared", checkShared),
 		check("WriterNotStarved", checkWriterNotStarved),
 		check("SharedReentry", checkSharedReentry),

@@ -216,6 +216,9 @@ var ErrSkip = errors.New("driver: fast path declined")
 type LockInfo struct {
 	Key   string
 	Owner string
+	// Label describes the holder (locker.WithLabel); the Locker fills it
+	// in from the owner token the driver reports.
+	Label string
 	Fence uint64
 	// Holds is the hold count of a re-entered lock (1 when not re-entered).
 	Holds int
@@ -239,6 +242,7 @@ type LockInfo struct {
 // expiry (zero where the backend ties it to a session).
 type Holder struct {
 	Owner   string
+	Label   string // see LockInfo.Label
 	Fence   uint64
 	Holds   int
 	Expires time.Time

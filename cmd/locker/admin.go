@@ -250,11 +250,11 @@ func modeName(in locker.LockInfo) string {
 	return m
 }
 
-// table prints locks as KEY MODE OWNER FENCE HOLDS EXPIRES WAITERS, a row
+// table prints locks as KEY MODE OWNER FENCE HOLDS EXPIRES WAITERS LABEL, a row
 // per holder: a shared lock has one for each.
 func (e env) table(infos []locker.LockInfo) {
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "KEY\tMODE\tOWNER\tFENCE\tHOLDS\tEXPIRES\tWAITERS")
+	fmt.Fprintln(w, "KEY\tMODE\tOWNER\tFENCE\tHOLDS\tEXPIRES\tWAITERS\tLABEL")
 	now := time.Now()
 	for _, in := range infos {
 		for _, h := range in.Holders {
@@ -262,7 +262,7 @@ func (e env) table(infos []locker.LockInfo) {
 			if !h.Expires.IsZero() {
 				exp = fmt.Sprintf("%s (in %v)", h.Expires.Local().Format(time.RFC3339), h.Expires.Sub(now).Round(time.Millisecond))
 			}
-			fmt.Fprintf(w, "%q\t%s\t%s\t%d\t%d\t%s\t%d\n", in.Key, modeName(in), h.Owner, h.Fence, h.Holds, exp, in.Waiters)
+			fmt.Fprintf(w, "%q\t%s\t%s\t%d\t%d\t%s\t%d\t%s\n", in.Key, modeName(in), h.Owner, h.Fence, h.Holds, exp, in.Waiters, h.Label)
 		}
 	}
 	w.Flush()

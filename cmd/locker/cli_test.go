@@ -217,3 +217,30 @@ func TestRunVerboseLogsTheLoss(t *testing.T) {
 		t.Errorf("stderr %q; want the loss logged with its key", e)
 	}
 }
+
+// locker run records who holds the key, where and doing what, which
+// status shows (--label to say it otherwise).
+func TestRunRecordsALabel(t *testing.T) {
+	t.Parallel()
+	env := testEnv(t)
+	key := uniqueKey(t)
+	h := holder(t, env, key+"/a")
+	r := cli(t, env, "status", "--json", key+"/a").want(t, 0, "status --json")
+	var info lockOut
+	if err := json.Unmarshal([]byte(r.stdout), &info); err != nil {
+		t.Fatal(err)
+	}
+	if l := info.Holders[0].Label; !strings.Contains(l, " pid ") || !strings.Contains(l, "echo \"held $LOCKER_FENCE\"") {
+		t.Errorf("default label %q; want user@host pid N: CMD", l)
+	}
+	h2 := holder(t, env, key+"/b", "--label", "nightly backup")
+	r = cli(t, env, "status", key+"/b").want(t, 0, "status")
+	if !strings.Contains(r.stdout, "LABEL") || !strings.Contains(r.stdout, "nightly backup") {
+		t.Errorf("status printed %q; want the label", r.stdout)
+	}
+	cli(t, env, "run", "--label", "bad\x1flabel", key+"/c", "--", "true").want(t, exitUsage, "a label with U+001F")
+	for _, p := range []*proc{h, h2} {
+		p.stdin.Close()
+		p.exit(t)
+	}
+}

@@ -21,6 +21,7 @@ type lockOut struct {
 // long as its holder's session (ZooKeeper).
 type holderOut struct {
 	Owner   string     `json:"owner"`
+	Label   string     `json:"label,omitempty"` // who, where, doing what (WithLabel)
 	Fence   uint64     `json:"fence"`
 	Holds   int        `json:"holds"`
 	Expires *time.Time `json:"expires,omitempty"`
@@ -36,7 +37,7 @@ func lockJSON(in locker.LockInfo) lockOut {
 		out.Space = "subtree"
 	}
 	for _, h := range in.Holders {
-		ho := holderOut{Owner: h.Owner, Fence: h.Fence, Holds: h.Holds}
+		ho := holderOut{Owner: h.Owner, Label: h.Label, Fence: h.Fence, Holds: h.Holds}
 		if !h.Expires.IsZero() {
 			exp := h.Expires.UTC()
 			ho.Expires = &exp

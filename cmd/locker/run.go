@@ -70,7 +70,7 @@ type runOpts struct {
 	ttl, wait, grace time.Duration
 	try, verbose     bool
 	shared, subtree  bool
-	shell            string
+	shell, label     string
 }
 
 // runFlags defines run's flags on fs.
@@ -82,6 +82,7 @@ func runFlags(fs *flag.FlagSet, f *runOpts) {
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "after SIGTERM on lease loss, SIGKILL CMD if it still runs")
 	fs.BoolVar(&f.shared, "shared", false, "take the keys shared (read locks): many shared holders at once, or one exclusive")
 	fs.BoolVar(&f.subtree, "subtree", false, "each KEY is a '/'-separated path: lock it and every path below it")
+	fs.StringVar(&f.label, "label", "", "describe the holder to `locker status` (default: user@host pid N: CMD)")
 	fs.BoolVar(&f.verbose, "v", false, "log to stderr what happens to the lease: renewals that failed and were retried, its loss and why")
 	fs.StringVar(&f.shell, "c", "", "run the shell `command` with sh -c instead of CMD, as flock(1) does: locker run -c 'CMD' KEY")
 }
@@ -116,7 +117,11 @@ func parseRun(args []string) (runArgs, error) {
 	}
 	// --wait 0 is --try: no wait at all; without --wait, as long as it takes.
 	a.try, a.wait = f.try || (f.wait == 0 && isSet(fs, "wait")), f.wait
-	a.opts = []locker.Option{locker.WithTTL(f.ttl)}
+	label := f.label
+	if !isSet(fs, "label") {
+		label = defaultLabel(a.cmd)
+	}
+	a.opts = []locker.Option{locker.WithTTL(f.ttl), locker.WithLabel(label)}
 	if f.shared {
 		a.opts = append(a.opts, locker.Shared())
 	}
