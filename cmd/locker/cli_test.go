@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -242,5 +245,34 @@ func TestRunRecordsALabel(t *testing.T) {
 	for _, p := range []*proc{h, h2} {
 		p.stdin.Close()
 		p.exit(t)
+	}
+}
+
+// The README's install command works as written, from the checkout.
+func TestReadmeInstallCommand(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for _, l := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(l, "go install ./cmd/locker") {
+			line = strings.TrimSpace(strings.SplitN(l, "#", 2)[0])
+		}
+	}
+	if line == "" {
+		t.Fatal("the README has no `go install ./cmd/locker` line")
+	}
+	gobin := t.TempDir()
+	cmd := exec.Command("sh", "-c", line)
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "GOBIN="+gobin)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", line, err, out)
+	}
+	out, err := exec.Command(filepath.Join(gobin, "locker"), "--version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "locker ") {
+		t.Errorf("the installed locker --version: %q, %v", out, err)
 	}
 }

@@ -212,6 +212,7 @@ func TestRunAtTerminalCtrlZ(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != 0 {
 		t.Errorf("exit %d, want 0; terminal: %q", code, out.text())
 	}
+	cli(t, env, "status", key).want(t, exitFail, "status once CMD ended: released") // held across, released at the end
 }
 
 // A lease lost while stopped by Ctrl-Z: on fg, CMD is stopped as on any
