@@ -18,25 +18,13 @@ func TestConcurrentSharedFencesDiffer(t *testing.T) {
 	defer cancel()
 	var last uint64
 	for round := range 25 {
-		fences := make([]uint64, len(ls))
-		leases := make([]locker.Lease, len(ls))
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i, l := range ls {
-			wg.Go(func() {
-				<-start
-				lease, err := l.Lock(ctx, "k", locker.Shared())
-				if err != nil {
-					t.Errorf("round %d, reader %d: %v", round, i, err)
-					return
-				}
-				leases[i], fences[i] = lease, lease.Fence()
-			})
-		}
-		close(start)
-		wg.Wait()
+		leases := readersAtOnce(t, ls, round, func(l locker.Locker) (locker.Lease, error) { return l.Lock(ctx, "k", locker.Shared()) })
 		if t.Failed() {
 			return
+		}
+		fences := make([]uint64, len(leases))
+		for i, l := range leases {
+			fences[i] = l.Fence()
 		}
 		seen := map[uint64]int{}
 		for i, f := range fences {
@@ -68,22 +56,7 @@ func TestConcurrentSharedTryLocksAllGranted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for round := range 25 {
-		leases := make([]locker.Lease, len(ls))
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i, l := range ls {
-			wg.Go(func() {
-				<-start
-				lease, err := l.TryLock(ctx, "k", locker.Shared())
-				if err != nil {
-					t.Errorf("round %d, reader %d: %v", round, i, err)
-					return
-				}
-				leases[i] = lease
-			})
-		}
-		close(start)
-		wg.Wait()
+		leases := readersAtOnce(t, ls, round, func(l locker.Locker) (locker.Lease, error) { return l.TryLock(ctx, "k", locker.Shared()) })
 		for _, lease := range leases {
 			if lease != nil {
 				if err := lease.Unlock(ctx); err != nil {
@@ -95,4 +68,26 @@ func TestConcurrentSharedTryLocksAllGranted(t *testing.T) {
 			return
 		}
 	}
+}
+
+// readersAtOnce has every one of ls take the key with take at the same
+// moment, and returns their leases (nil where take failed, which fails t).
+func readersAtOnce(t *testing.T, ls []*testLocker, round int, take func(locker.Locker) (locker.Lease, error)) []locker.Lease {
+	leases := make([]locker.Lease, len(ls))
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, l := range ls {
+		wg.Go(func() {
+			<-start
+			lease, err := take(l.Locker)
+			if err != nil {
+				t.Errorf("round %d, reader %d: %v", round, i, err)
+				return
+			}
+			leases[i] = lease
+		})
+	}
+	close(start)
+	wg.Wait()
+	return leases
 }

@@ -20,27 +20,7 @@ func TestRunAtTerminalCtrlC(t *testing.T) {
 	t.Parallel()
 	env := testEnv(t)
 	key := uniqueKey(t)
-	master, slave := openPTY(t)
-	cmd := exec.Command(bin, "run", key, "--", "sh", "-c", `echo ready; read line; echo "read:$line"; exec sleep 60`)
-	cmd.Env = env
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	// A session of its own with the pty as controlling terminal, as a shell gives.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	slave.Close()
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-	})
-	out := newScreen(master)
-
+	cmd, master, out, done := startAtTerminal(t, env, "run", key, "--", "sh", "-c", `echo ready; read line; echo "read:$line"; exec sleep 60`)
 	out.waitFor(t, "ready")
 	if _, err := master.Write([]byte("hello\n")); err != nil {
 		t.Fatal(err)
@@ -138,6 +118,7 @@ func startAtTerminal(t *testing.T, env []string, args ...string) (*exec.Cmd, *os
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	// A session of its own with the pty as controlling terminal, as a shell gives.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
