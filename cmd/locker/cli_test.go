@@ -248,8 +248,15 @@ func TestRunRecordsALabel(t *testing.T) {
 	}
 }
 
-// The README's install command works as written, from the checkout.
+// The README's install command works as written, from the checkout. It
+// compiles the command and every adapter without the race detector, a
+// minute of both cores on a cold cache: scripts/test runs it in its
+// non-race step, where that build is mostly cached and competes with
+// nothing, not beside the race-detector tests it would starve.
 func TestReadmeInstallCommand(t *testing.T) {
+	if raceBuild {
+		t.Skip("runs in scripts/test's non-race step (go test -run TestReadmeInstallCommand ./cmd/locker)")
+	}
 	t.Parallel()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
