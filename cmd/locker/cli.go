@@ -66,7 +66,10 @@ func verbCommand(ctx context.Context, v verb) *cobra.Command {
 		DisableFlagParsing: true,
 		RunE: func(c *cobra.Command, args []string) error {
 			err := v.run(ctx, args)
-			if errors.Is(err, flag.ErrHelp) {
+			switch {
+			case err == nil:
+				return nil
+			case errors.Is(err, flag.ErrHelp):
 				return c.Help()
 			}
 			return ranError{err}
