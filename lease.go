@@ -380,7 +380,7 @@ func (l *lease) renewed(err error) {
 		l.next = time.Now().Add(min(l.every, max(time.Until(l.deadline)/4, 10*time.Millisecond)))
 		if lg := l.set.log; lg != nil {
 			lg.Info("locker: renewal failed; retrying before the deadline", "key", l.cfg.Key, "fence", l.cfg.Fence,
-				"error", err, "retry", l.next.Sub(time.Now()).Round(time.Millisecond), "deadline", l.deadline)
+				"error", err, "retry", time.Until(l.next).Round(time.Millisecond), "deadline", l.deadline)
 		}
 	}
 	l.rearm()

@@ -8,7 +8,7 @@ package sql
 // is a new function, and a process of the older version keeps its own.
 const (
 	pgGrantFast   = `SELECT "{tn}_grant_v5"($1, $2, $3, $4, $5, $6, $7)`
-	pgReleaseFast = `SELECT "{tn}_release_v4"($1, $2, $3, $4, $5)`
+	pgReleaseFast = `SELECT "{tn}_release_v5"($1, $2, $3, $4, $5)`
 	// A Shared release in three short steps (releaseShared): its holder
 	// dropped under the key's lock; whether a Shared holder is left, read
 	// after that commits, without the lock; only if none, the rest of the
@@ -69,11 +69,8 @@ BEGIN
 	END IF;
 	RETURN f;
 END $fn$;
-CREATE OR REPLACE FUNCTION "{tn}_release_v4"(k text, o text, m integer, f bigint, id text)
+CREATE OR REPLACE FUNCTION "{tn}_release_v5"(k text, o text, m integer, f bigint, id text)
 RETURNS integer LANGUAGE plpgsql AS $fn$
-DECLARE
-	e timestamptz;
-	top bigint;
 BEGIN
 	PERFORM pg_advisory_xact_lock(hashtext('{tn}'), hashtext(k));
 	IF NOT EXISTS (SELECT 1 FROM {t} WHERE "key" = k AND owner = '' AND expires_at > {now}) THEN
@@ -83,14 +80,7 @@ BEGIN
 	IF NOT FOUND THEN
 		RETURN NULL;
 	END IF;
-	SELECT max(expires_at), max(fence) INTO e, top FROM {h} WHERE "key" = k AND expires_at > {now};
-	IF e IS NULL THEN
-		DELETE FROM {t} WHERE "key" = k;
-	ELSE
-		UPDATE {t} SET fence = top, expires_at = e WHERE "key" = k;
-	END IF;
-	PERFORM "{tn}_handoff_v1"(k);
-	RETURN CASE WHEN e IS NULL THEN 2 ELSE 1 END;
+	RETURN "{tn}_released_v1"(k); -- the rest, as after a Shared release's drop (the lock is re-entrant)
 END $fn$;
 CREATE OR REPLACE FUNCTION "{tn}_sdrop_v1"(k text, o text, f bigint, id text)
 RETURNS integer LANGUAGE plpgsql AS $fn$
