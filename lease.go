@@ -337,8 +337,8 @@ func (l *lease) scheduleLocked() {
 		return
 	}
 	if at := l.next.UnixNano(); at != l.sched {
-		l.sched = at
-		r.schedule(l, at)
+		l.sched = r.schedule(l, at, int64(l.every/4))
+		l.next = time.Unix(0, l.sched)
 	}
 }
 

@@ -48,10 +48,23 @@ func newRenewer(b driver.BatchRefresher, set *leaseSet) *renewer {
 	return &renewer{b: b, set: set, kick: make(chan struct{}, 1), buckets: map[int64][]*lease{}}
 }
 
-// schedule has l renewed at tick at (UnixNano).
-func (r *renewer) schedule(l *lease, at int64) {
+// schedule has l renewed at tick at (UnixNano), or at the latest tick
+// already scheduled up to early sooner, and returns the tick it chose.
+// Joining a tick merges renewals that the grid alone would keep apart
+// for good (leases taken over a few grid steps, on a slow machine, each
+// on their own tick every period): they renew a little sooner, never later.
+func (r *renewer) schedule(l *lease, at, early int64) int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	join := int64(0)
+	for _, t := range r.ticks {
+		if t <= at && t >= at-early && t > join {
+			join = t
+		}
+	}
+	if join != 0 {
+		at = join
+	}
 	b, ok := r.buckets[at]
 	if !ok {
 		heap.Push(&r.ticks, at)
@@ -60,6 +73,7 @@ func (r *renewer) schedule(l *lease, at int64) {
 	if r.armed == 0 || at < r.armed {
 		r.arm(at)
 	}
+	return at
 }
 
 // arm sets the timer for tick at. Callers hold r.mu.

@@ -339,3 +339,33 @@ func TestShardThatHangsDelaysItsOwn(t *testing.T) {
 		}
 	}
 }
+
+// schedule joins the latest tick already scheduled up to early sooner, so
+// leases taken a few grid steps apart renew together; never a later tick.
+func TestScheduleJoinsEarlierTick(t *testing.T) {
+	r := newRenewer(nil, nil)
+	defer func() { r.timer.Stop() }()
+	base := time.Now().Add(time.Hour).UnixNano()
+	const early = int64(100 * time.Millisecond)
+	a, b := &lease{}, &lease{}
+	if got := r.schedule(a, base, early); got != base {
+		t.Fatalf("the first tick: %d, want %d", got, base)
+	}
+	if got := r.schedule(b, base-early/2, early); got != base-early/2 {
+		t.Errorf("a renewal before the only tick joined it: %d, want its own %d", got, base-early/2)
+	}
+	for _, c := range []struct {
+		at, want int64
+	}{
+		{base + early/2, base},               // joins the latest tick at or before it
+		{base + early, base},                 // at the edge of the window
+		{base + early + 1, base + early + 1}, // past it: a tick of its own
+	} {
+		if got := r.schedule(&lease{}, c.at, early); got != c.want {
+			t.Errorf("schedule at %+d ms = %+d ms, want %+d ms", (c.at-base)/1e6, (got-base)/1e6, (c.want-base)/1e6)
+		}
+	}
+	if n := len(r.buckets[base]); n != 3 {
+		t.Errorf("%d leases on the first tick, want 3", n)
+	}
+}

@@ -111,8 +111,9 @@ func checkLockAllAtomic(e *env) error {
 	if leases, err := locker.TryLockAll(e.ctx, a, keys); !errors.Is(err, locker.ErrLocked) {
 		e.errorf("TryLockAll with a key held = %v, %v; want ErrLocked", leases, err)
 	}
-	// Long enough to take k1 and k2 on a slow machine, and to wait at k3.
-	ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
+	// Long enough to take k1 and k2 on a slow machine, and to wait at k3:
+	// a harness given a long TTL says its backend is slow to answer.
+	ctx, cancel := context.WithTimeout(e.ctx, max(2*time.Second, e.h.ttl()))
 	leases, err := locker.LockAll(ctx, a, keys)
 	cancel()
 	if !errors.Is(err, locker.ErrLocked) || !errors.Is(err, context.DeadlineExceeded) {

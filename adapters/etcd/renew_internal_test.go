@@ -228,13 +228,7 @@ func TestRenewalBatchForceUnlock(t *testing.T) {
 	l := locker.New(d)
 	defer l.Close()
 	ctx := context.Background()
-	leases := make([]locker.Lease, n)
-	for i := range leases {
-		var err error
-		if leases[i], err = l.TryLock(ctx, fmt.Sprint(i), locker.WithTTL(renewTTL)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	leases := testenv.TakeMany(t, l, n, renewTTL)
 	before := c.total()
 	forced := leases[n/2]
 	if err := l.(locker.Admin).ForceUnlock(ctx, forced.Key()); err != nil {
