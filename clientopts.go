@@ -3,9 +3,12 @@ package locker
 import (
 	"context"
 	"log/slog"
+
+	"github.com/locker-go/locker/driver"
 )
 
-// ClientOption configures the Locker that Open makes (see WithLogger).
+// ClientOption configures the Locker that Open or New makes (see
+// WithLogger); adapters' constructors take it as an option of theirs.
 type ClientOption func(*clientOptions)
 
 type clientOptions struct {
@@ -13,9 +16,10 @@ type clientOptions struct {
 }
 
 // WithLogger makes the Locker log its rare events to l: a lease lost (at
-// Warn: the key, its fence and why) and a renewal that failed and will be
-// retried before the lease's deadline (at Info). Without it a Locker logs
-// nothing.
+// Warn: the key, its fence and why), a renewal that failed and will be
+// retried before the lease's deadline (at Info), and its driver's own
+// (driver.Logged): a connection, session or subscription lost and made
+// again, a server down or back. Without it a Locker logs nothing.
 func WithLogger(l *slog.Logger) ClientOption { return func(o *clientOptions) { o.logger = l } }
 
 // clientOptionsKey carries Open's options to the Opens an opener makes
@@ -44,5 +48,8 @@ type configurable interface{ configure(*clientOptions) }
 func (p *portable) configure(o *clientOptions) {
 	if o.logger != nil {
 		p.set.log = o.logger
+		if lg, ok := p.d.(driver.Logged); ok {
+			lg.SetLogger(o.logger)
+		}
 	}
 }

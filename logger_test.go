@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/locker-go/locker/driver"
 )
 
 // logBuffer is a slog handler's output, safe for the lease's goroutines.
@@ -89,4 +91,26 @@ func TestLeaseLogsItsDeadline(t *testing.T) {
 	if got := out.String(); !strings.Contains(got, "its deadline passed without a renewal") {
 		t.Errorf("log %q; want the deadline named", got)
 	}
+}
+
+// loggedDriver is a driver that logs its own events (driver.Logged).
+type loggedDriver struct {
+	*batchDriver
+	driver.Log
+}
+
+// New's WithLogger reaches a driver.Logged: what the driver logs goes to
+// the Locker's logger; without one it goes nowhere.
+func TestNewGivesTheDriverItsLogger(t *testing.T) {
+	var out logBuffer
+	d := &loggedDriver{batchDriver: &batchDriver{}}
+	l := New(d, WithLogger(slog.New(slog.NewTextHandler(&out, nil))))
+	defer l.Close()
+	d.Warn("locker/test: a server went away", "server", "s1")
+	if got := out.String(); !strings.Contains(got, "a server went away") || !strings.Contains(got, "server=s1") {
+		t.Errorf("the driver's record: %q; want it logged", got)
+	}
+	silent := &loggedDriver{batchDriver: &batchDriver{}}
+	defer New(silent).Close()
+	silent.Warn("nobody hears this") // no logger: no panic, nothing logged
 }

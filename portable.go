@@ -23,9 +23,14 @@ const closeTimeout = 5 * time.Second
 // from d's modes (driver.ModeKeeper) and batches (driver.Batcher); over a
 // driver without modes they lock more: every lease exclusive, a subtree
 // lock its whole top-level tree. If d implements driver.Admin, so does the
-// Locker (locker.Admin).
-func New(d driver.Driver) Locker {
+// Locker (locker.Admin). opts configure it as Open's do (WithLogger); an
+// adapter's constructor passes its own on.
+func New(d driver.Driver, opts ...ClientOption) Locker {
 	p := &portable{d: d, set: newLeaseSet(), reentries: newReentries()}
+	if len(opts) > 0 {
+		_, o := withClientOptions(context.Background(), opts)
+		p.configure(o)
+	}
 	p.notifier, _ = d.(driver.Notifier)
 	p.batcher, _ = d.(driver.Batcher)
 	p.floorer, _ = d.(driver.FenceFloorer)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +31,7 @@ type config struct {
 	prefix  string
 	timeout time.Duration
 	owned   bool // Close closes the client
+	logger  *slog.Logger
 }
 
 // WithPrefix sets the etcd key namespace every entry lives under (default
@@ -39,6 +41,11 @@ func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 // WithRequestTimeout bounds each etcd call (default 5s); a call that
 // times out while the caller's ctx is alive reports ErrUnavailable.
 func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// WithLogger has the Locker log its rare events to l, as locker.WithLogger
+// does for Open: here also the Locker's etcd lease found expired or
+// revoked (Warn) and an entry left for the background sweep (Info).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithCloseClient makes Close also close the client given to New.
 func WithCloseClient() Option { return func(c *config) { c.owned = true } }
@@ -62,6 +69,7 @@ type etcdDriver struct {
 	started sync.Once // the sweep
 
 	offsets offsetCache // the fence offsets last seen on raised keys (floor.go)
+	driver.Log
 }
 
 // New returns a Locker over an existing client. Close leaves the client
@@ -71,8 +79,11 @@ func New(client *clientv3.Client, opts ...Option) (locker.Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return locker.New(d), nil
+	return d.locker(), nil
 }
+
+// locker is the portable Locker over d, configured by d's options.
+func (d *etcdDriver) locker() locker.Locker { return locker.New(d, locker.WithLogger(d.logger)) }
 
 func newDriver(client *clientv3.Client, opts ...Option) (*etcdDriver, error) {
 	if client == nil {

@@ -61,6 +61,8 @@ func (e *etcdLease) keepAlive(ctx context.Context) error {
 	resp, err := e.d.client.KeepAliveOnce(rctx, e.id)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		e.gone()
+		e.d.Warn("locker/etcd: the Locker's etcd lease expired or was revoked; the locks on it are lost",
+			"lease", fmt.Sprintf("%x", int64(e.id)))
 		return errLeaseGone
 	}
 	if err != nil {

@@ -176,6 +176,7 @@ const (
 // orphan records a hold to drop and wakes the background sweep, started
 // on the first orphan. The portable Locker makes no call once Close began.
 func (d *etcdDriver) orphan(en *entry) {
+	d.Info("locker/etcd: an entry could not be removed; the sweep retries in the background", "key", en.r.Key)
 	d.mu.Lock()
 	d.orphans[en] = struct{}{}
 	d.mu.Unlock()

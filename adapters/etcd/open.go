@@ -58,7 +58,7 @@ func Open(ctx context.Context, u *url.URL) (locker.Locker, error) {
 		client.Close()
 		return nil, err
 	}
-	return locker.New(d), nil
+	return d.locker(), nil
 }
 
 // parseURL turns an etcd URL into a client config and Locker options. Its

@@ -23,7 +23,7 @@ func testDriver(t *testing.T) *redisDriver {
 	}
 	client := goredis.NewClient(opt)
 	d := &redisDriver{client: client, prefix: "locker-abandon-test:"}
-	d.sub = newSubscriber(client, d.wakePrefix())
+	d.sub = newSubscriber(client, d.wakePrefix(), &d.Log)
 	t.Cleanup(func() { d.Close(context.Background()); client.Close() })
 	return d
 }

@@ -69,6 +69,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strconv"
 	"strings"
@@ -93,13 +94,20 @@ type Option func(*redisDriver)
 // uses (default "locker:"). Lockers with different prefixes never conflict.
 func WithPrefix(p string) Option { return func(d *redisDriver) { d.prefix = p } }
 
+// WithLogger has the Locker log its rare events to l, as locker.WithLogger
+// does for Open: here also the pub/sub connection made again after a
+// reconnect (Info).
+func WithLogger(l *slog.Logger) Option { return func(d *redisDriver) { d.logger = l } }
+
 // redisDriver is the driver.Driver (with Notifier and Admin) over a client.
 type redisDriver struct {
 	client      goredis.UniversalClient
 	prefix      string
 	closeClient bool // Open made the client: Close closes it
 	sub         *subscriber
-	shards      *shards // a slotted cluster's shard subscriptions (shards.go); else nil
+	shards      *shards      // a slotted cluster's shard subscriptions (shards.go); else nil
+	logger      *slog.Logger // WithLogger's, for locker.New
+	driver.Log
 }
 
 // New returns a Locker over client. The client stays the caller's: Close
@@ -112,12 +120,12 @@ func New(client goredis.UniversalClient, opts ...Option) (locker.Locker, error) 
 	for _, o := range opts {
 		o(d)
 	}
-	d.sub = newSubscriber(client, d.wakePrefix())
+	d.sub = newSubscriber(client, d.wakePrefix(), &d.Log)
 	if cc, ok := client.(*goredis.ClusterClient); ok && d.slotted() {
 		d.shards = &shards{cc: cc, sub: d.sub, subs: map[string]*shardSub{}}
 		d.sub.sharded = true
 	}
-	return locker.New(d), nil
+	return locker.New(d, locker.WithLogger(d.logger)), nil
 }
 
 func init() {
@@ -314,6 +322,7 @@ type subscriber struct {
 	channel string
 	hub     *wait.Hub // waiters by token
 	sharded bool      // the waiters listen on their locks' shard channels (shards.go)
+	log     *driver.Log
 
 	handMu sync.Mutex
 	hands  map[string]uint64 // fences of the keys releases handed to our waiters, by token
@@ -324,9 +333,9 @@ type subscriber struct {
 	done      chan struct{} // closed when dispatch returns
 }
 
-func newSubscriber(client goredis.UniversalClient, prefix string) *subscriber {
+func newSubscriber(client goredis.UniversalClient, prefix string, log *driver.Log) *subscriber {
 	id := rand.Text()
-	s := &subscriber{client: client, id: id, channel: prefix + id, confirmed: make(chan struct{})}
+	s := &subscriber{client: client, id: id, channel: prefix + id, confirmed: make(chan struct{}), log: log}
 	s.hub = wait.NewWakeOneHub(s) // any waiter may take a free key
 	return s
 }
@@ -387,6 +396,7 @@ func (s *subscriber) dispatch(msgs <-chan any, done chan struct{}) {
 				continue
 			}
 			if s.live() {
+				s.log.Info("locker/redis: subscribed again after a reconnect; waiters look again", "channel", m.Channel)
 				s.hub.NotifyAll()
 			} else {
 				close(s.confirmed)

@@ -102,6 +102,7 @@ func (x *shards) open(channel string, s *shardSub) {
 			}
 		case *goredis.Subscription:
 			if m.Kind == "ssubscribe" { // go-redis subscribing again after a reconnect: a message may be lost
+				x.sub.log.Info("locker/redis: subscribed again after a reconnect; waiters look again", "channel", m.Channel)
 				x.sub.hub.NotifyAll()
 			}
 		}

@@ -33,7 +33,7 @@ func newTestLocker(clients []goredis.UniversalClient, opts ...Option) (*testLock
 	if err != nil {
 		return nil, err
 	}
-	return &testLocker{locker.New(d), d}, nil
+	return &testLocker{d.locker(), d}, nil
 }
 
 // plainLocker is a Locker over the shared masters, dialled directly, and

@@ -23,7 +23,9 @@ import (
 type master struct {
 	client     goredis.UniversalClient
 	ps         *goredis.PubSub
+	name       string        // its index among the masters, and address: for the log
 	live       bool          // subscribed on the current connection; guarded by redlock.mu
+	dropped    bool          // it was live once, then lost; guarded by redlock.mu
 	quit, done chan struct{} // closed by Close; when read returns
 }
 
@@ -101,6 +103,13 @@ func (d *redlock) setLive(m *master, live bool) {
 		m.live = live
 		close(d.changed)
 		d.changed = make(chan struct{})
+		switch {
+		case !live:
+			m.dropped = true
+			d.Warn("locker/redsync: a master's subscription was lost; redialling", "master", m.name)
+		case m.dropped: // not the first subscription
+			d.Info("locker/redsync: a master's subscription is live again; waiters look again", "master", m.name)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -39,12 +40,18 @@ type config struct {
 	nodeTimeoutSet bool // else it is NodeTimeout(each call's TTL)
 	driftFactor    float64
 	ownClients     bool // Close closes the clients (Open made them)
+	logger         *slog.Logger
 }
 
 // WithPrefix sets the namespace every Redis key and channel of the Locker
 // begins with (default "locker:"). Lockers sharing masters and a prefix
 // see each other's locks.
 func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
+
+// WithLogger has the Locker log its rare events to l, as locker.WithLogger
+// does for Open: here also a master's subscription lost (Warn) and made
+// again (Info).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithNodeTimeout bounds how long one round waits for each master
 // (default: NodeTimeout of the call's TTL). Keep it small against the TTL:
@@ -92,6 +99,7 @@ type redlock struct {
 	listening sync.Once  // the masters' subscriptions started
 	mu        sync.Mutex // guards changed and the masters' live
 	changed   chan struct{}
+	driver.Log
 }
 
 var (
@@ -109,8 +117,11 @@ func New(clients []goredis.UniversalClient, opts ...Option) (locker.Locker, erro
 	if err != nil {
 		return nil, err
 	}
-	return locker.New(d), nil
+	return d.locker(), nil
 }
+
+// locker is the portable Locker over d, configured by d's options.
+func (d *redlock) locker() locker.Locker { return locker.New(d, locker.WithLogger(d.cfg.logger)) }
 
 func newDriver(clients []goredis.UniversalClient, opts ...Option) (*redlock, error) {
 	cfg := config{prefix: DefaultPrefix, driftFactor: DefaultDriftFactor}
@@ -127,8 +138,12 @@ func newDriver(clients []goredis.UniversalClient, opts ...Option) (*redlock, err
 		return nil, fmt.Errorf("%w: drift factor %v is outside [0, 0.5)", ErrInvalidOption, cfg.driftFactor)
 	}
 	d := &redlock{cfg: cfg, quorum: len(clients)/2 + 1, news: news{need: len(clients)/2 + 1, keys: map[string]*keyNews{}}, changed: make(chan struct{})}
-	for _, c := range clients {
-		d.masters = append(d.masters, &master{client: c})
+	for i, c := range clients {
+		m := &master{client: c, name: fmt.Sprint(i)}
+		if o, ok := c.(interface{ Options() *goredis.Options }); ok {
+			m.name += " " + o.Options().Addr
+		}
+		d.masters = append(d.masters, m)
 	}
 	d.hub = wait.NewWakeOneHub(notifier{d})
 	return d, nil

@@ -29,7 +29,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return locker.New(d), nil
+			return d.locker(), nil
 		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
 	"github.com/locker-go/locker/internal/backoff"
 	"github.com/locker-go/locker/internal/wait"
 )
@@ -168,6 +169,7 @@ func pgSetup(ctx context.Context, d *sqlDriver) error {
 		return err
 	}
 	d.hub, d.stop, d.queued, d.handoffs, d.listening = ls.hub, release, true, &ls.handoffs, ls.listening
+	d.listenLog = &ls.Log
 	return nil
 }
 
@@ -267,9 +269,12 @@ type listener struct {
 	start    sync.Once
 	done     chan struct{}
 
-	mu  sync.Mutex
-	up  chan struct{} // closed while listening
-	err error         // why the last connection attempt or connection failed
+	driver.Log // the logger its Lockers set last
+
+	mu      sync.Mutex
+	up      chan struct{} // closed while listening
+	err     error         // why the last connection attempt or connection failed
+	dropped bool          // it was up, then lost: the next up is logged
 }
 
 func newListener(cfg *pgx.ConnConfig, channel string) *listener {
@@ -328,7 +333,10 @@ func (ls *listener) run() {
 			ls.err = err
 			select {
 			case <-ls.up: // it was up: mark it down
-				ls.up = make(chan struct{})
+				ls.up, ls.dropped = make(chan struct{}), true
+				if ls.ctx.Err() == nil {
+					ls.Info("locker/sql: the LISTEN connection was lost; reconnecting", "error", err)
+				}
 				return true
 			default:
 				return false
@@ -360,7 +368,12 @@ func (ls *listener) listen() error {
 	}
 	ls.mu.Lock()
 	close(ls.up)
+	again := ls.dropped
+	ls.dropped = false
 	ls.mu.Unlock()
+	if again {
+		ls.Info("locker/sql: the LISTEN connection is up again; waiters look again")
+	}
 	// Releases while no connection listened were not heard: every waiter
 	// tries again.
 	ls.hub.NotifyAll()

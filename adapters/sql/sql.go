@@ -5,6 +5,7 @@ import (
 	dbsql "database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"sync"
 	"sync/atomic"
@@ -75,8 +76,9 @@ type sqlDriver struct {
 	handoffs *handoffs
 	// listening reports whether the LISTEN connection is up (Listening).
 	listening func() bool
-	gates     *gates // MySQL: wakes waiters here on releases elsewhere
-	stop      func() // ends the dialect's background work (LISTEN, file refs)
+	listenLog *driver.Log // the LISTEN connection's log (Postgres), else nil
+	gates     *gates      // MySQL: wakes waiters here on releases elsewhere
+	stop      func()      // ends the dialect's background work (LISTEN, file refs)
 	// laneOff: the fast lane (modefast.go) is not to be had here: its
 	// routines could not be made, or this user may not run them.
 	laneOff atomic.Bool
@@ -101,7 +103,19 @@ func New(db *gorm.DB, opts ...Option) (locker.Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return locker.New(d), nil
+	return d.locker(), nil
+}
+
+// locker is the portable Locker over d, configured by d's options.
+func (d *sqlDriver) locker() locker.Locker { return locker.New(d, locker.WithLogger(d.cfg.logger)) }
+
+// SetLogger implements driver.Logged: the events of the Postgres LISTEN
+// connection, which the Lockers of a process on one pool share, go to the
+// logger set last. MySQL and SQLite have no such connection to report on.
+func (d *sqlDriver) SetLogger(l *slog.Logger) {
+	if d.listenLog != nil {
+		d.listenLog.SetLogger(l)
+	}
 }
 
 func newDriver(ctx context.Context, gdb *gorm.DB, closeDB func(), opts ...Option) (*sqlDriver, error) {
@@ -195,6 +209,7 @@ type Option func(*config)
 type config struct {
 	table        string
 	retryTimeout time.Duration
+	logger       *slog.Logger
 }
 
 // WithTable sets the lock table's name (default locker_locks): lower-case
@@ -206,6 +221,11 @@ func WithTable(name string) Option { return func(c *config) { c.table = name } }
 // WithRetryTimeout sets how long transient errors are retried when the
 // caller's context allows longer (default 5s); 0 or less disables retries.
 func WithRetryTimeout(d time.Duration) Option { return func(c *config) { c.retryTimeout = d } }
+
+// WithLogger has the Locker log its rare events to l, as locker.WithLogger
+// does for Open: here also Postgres's LISTEN connection lost and made
+// again (Info).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 var tableName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
 

@@ -68,8 +68,19 @@ func (z *zkDriver) adopt(s *session) {
 // changed is watched again; the session expired loses every hold on it.
 func (z *zkDriver) onEvent(s *session, ev zk.Event) {
 	if ev.Type == zk.EventSession {
-		if ev.State == zk.StateExpired {
-			for _, h := range z.holdsOf(s) {
+		switch ev.State {
+		case zk.StateDisconnected:
+			if !s.dropped.Swap(true) {
+				z.Info("locker/zookeeper: connection lost; reconnecting within the session timeout", "server", ev.Server)
+			}
+		case zk.StateHasSession:
+			if s.dropped.Swap(false) {
+				z.Info("locker/zookeeper: connected again; the session lives on", "server", ev.Server)
+			}
+		case zk.StateExpired:
+			holds := z.holdsOf(s)
+			z.Warn("locker/zookeeper: session expired; its locks are lost", "locks", len(holds))
+			for _, h := range holds {
 				z.lose(h, false)
 			}
 		}

@@ -81,7 +81,7 @@ func open(ctx context.Context, u *url.URL) (locker.Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return locker.New(d), nil
+	return d.locker(), nil
 }
 
 // openWith is open's driver, with options on top of the URL's (tests).

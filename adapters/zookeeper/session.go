@@ -20,6 +20,7 @@ type session struct {
 	// them to dispatch once the driver adopts the session (dispatch.go).
 	callback bool
 	dispatch atomic.Pointer[func(zk.Event)]
+	dropped  atomic.Bool // its connection was lost, not yet made again
 
 	// guarded by zkDriver.mu
 	key       time.Duration // its entry in zkDriver.sessions
@@ -161,6 +162,10 @@ func (z *zkDriver) monitor(s *session) {
 			}
 		}
 		z.mu.Unlock()
+		if len(holds) > 0 {
+			z.Warn("locker/zookeeper: no answer within a third of the session timeout; its locks are given up as lost",
+				"locks", len(holds), "silent", s.sinceContact().Round(time.Millisecond))
+		}
 		for _, h := range holds {
 			z.lose(h, true)
 		}

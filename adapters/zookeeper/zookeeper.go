@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -34,6 +35,7 @@ type config struct {
 	acl            []zk.ACL
 	sessionTimeout time.Duration
 	idle           time.Duration // see idleTimeout
+	logger         *slog.Logger
 }
 
 // Option configures a Locker made by New.
@@ -54,6 +56,12 @@ func WithSessionTimeout(d time.Duration) Option {
 	return func(c *config) { c.sessionTimeout = d }
 }
 
+// WithLogger has the Locker log its rare events to l, as locker.WithLogger
+// does for Open: here also a connection lost and made again within the
+// session (Info), and a session expired or given up (Warn). A connection
+// given to New reports no events to the Locker: only its own are logged.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
 // withIdleTimeout sets how long an idle extra session stays open (tests).
 func withIdleTimeout(d time.Duration) Option { return func(c *config) { c.idle = d } }
 
@@ -73,6 +81,7 @@ type zkDriver struct {
 	minS, maxS time.Duration            // the server's session timeout bounds, once learned
 	holds      map[*hold]struct{}       // held nodes of this Locker, for loss and Close
 	orphans    map[string]chan struct{} // nodes being deleted in the background; closed when done
+	driver.Log
 }
 
 var (
@@ -92,8 +101,11 @@ func New(conn *zk.Conn, opts ...Option) (locker.Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return locker.New(newDriver(newSession(conn, cfg.sessionTimeout, false), nil, cfg)), nil
+	return newDriver(newSession(conn, cfg.sessionTimeout, false), nil, cfg).locker(), nil
 }
+
+// locker is the portable Locker over z, configured by z's options.
+func (z *zkDriver) locker() locker.Locker { return locker.New(z, locker.WithLogger(z.cfg.logger)) }
 
 // configure applies opts to the defaults and checks the result.
 func configure(opts []Option) (config, error) {

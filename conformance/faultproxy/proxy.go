@@ -74,6 +74,16 @@ func (p *Proxy) Cut() {
 	p.ln.Close()
 }
 
+// Drop closes every connection and goes on accepting new ones, as a
+// network blip or a load balancer's idle timeout does: clients reconnect.
+func (p *Proxy) Drop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
 // Blackhole stops forwarding in both directions while keeping every
 // connection open, as a network that drops packets does: the client's
 // calls hang without an error until Resume (or their own timeouts).

@@ -84,6 +84,25 @@ func TestCutEndsConnections(t *testing.T) {
 	}
 }
 
+func TestDropEndsConnectionsAndAcceptsNew(t *testing.T) {
+	p, c := dialProxy(t)
+	if got, err := roundTrip(c, "a", 5*time.Second); err != nil || got != "a" {
+		t.Fatalf("through the proxy: %q, %v", got, err)
+	}
+	p.Drop()
+	if _, err := roundTrip(c, "b", 5*time.Second); err == nil {
+		t.Error("a dropped connection still answers")
+	}
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if got, err := roundTrip(c2, "c", 5*time.Second); err != nil || got != "c" {
+		t.Errorf("a new connection after Drop: %q, %v", got, err)
+	}
+}
+
 func TestDelayAddsLatencyEachWay(t *testing.T) {
 	p, c := dialProxy(t)
 	const d = 50 * time.Millisecond

@@ -1,0 +1,76 @@
+package sql_test
+
+import (
+	"context"
+	"crypto/rand"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/testenv"
+)
+
+// WithLogger reaches the driver: Postgres's LISTEN connection terminated
+// (as an operator or a failover does) is logged, and so is its return
+// (Info); the waiter behind it goes on to take the key.
+func TestLogsPostgresListener(t *testing.T) {
+	t.Parallel()
+	u := testenv.URL(t, "LOCKER_TEST_POSTGRES")
+	app := "locker-logs-" + strings.ToLower(rand.Text()[:8])
+	q := u.Query()
+	q.Set("application_name", app) // so that only this Locker's connections are cut
+	lu := *u
+	lu.RawQuery = q.Encode()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lg, logs := testenv.NewLogs()
+	l, err := locker.Open(ctx, lu.String(), locker.WithLogger(lg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	other := open(t, u.String())
+	defer other.Close()
+
+	key := "logs-" + rand.Text()
+	held, err := other.Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		lease, err := l.Lock(ctx, key)
+		if err == nil {
+			err = lease.Unlock(ctx)
+		}
+		got <- err
+	}()
+	admin := openDB(t, "pgx", u.String())
+	for { // until the waiter's LISTEN connection is up
+		var n int
+		if err := admin.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN %'`, app).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no LISTEN connection")
+		case <-time.After(5 * time.Millisecond): // polling a condition: pg_stat_activity has no watch
+		}
+	}
+	if _, err := admin.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, app); err != nil {
+		t.Fatal(err)
+	}
+	logs.Wait(t, 10*time.Second, slog.LevelInfo, "LISTEN connection was lost")
+	logs.Wait(t, 10*time.Second, slog.LevelInfo, "LISTEN connection is up again")
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Errorf("the waiter: %v", err)
+	}
+}
