@@ -19,7 +19,8 @@
 // WithMeterProvider), so it costs nothing until an application installs
 // one. Only the OpenTelemetry API is imported; the SDK is for its tests.
 //
-// The wrapper keeps locker.Admin and locker.FenceRaiser where l has them.
+// The wrapper keeps locker.Admin and locker.FenceRaiser where l has them,
+// and its Unwrap method returns l.
 // Each lease it hands out has a goroutine that waits for its end (to time
 // the hold and count a loss as it happens): a goroutine per live lease.
 // locker.LockAll over a wrapped Locker takes the keys one by one, in

@@ -92,6 +92,10 @@ type wrapped struct {
 	live         metric.Int64UpDownCounter
 }
 
+// Unwrap returns the Locker Wrap was given, for code that looks past
+// wrappers (as errors.Unwrap does for errors).
+func (w *wrapped) Unwrap() locker.Locker { return w.l }
+
 // instruments makes the metrics; an instrument the provider refuses is
 // left a no-op (the API's) rather than failing the Locker.
 func (w *wrapped) instruments(m metric.Meter) {

@@ -58,6 +58,9 @@ func (r recorded) metrics(t *testing.T) map[string]metricdata.Aggregation {
 // sumWhere is the value of a counter's point whose attributes include kv.
 func sumWhere(t *testing.T, a metricdata.Aggregation, kv ...attribute.KeyValue) int64 {
 	t.Helper()
+	if a == nil {
+		return 0 // not recorded yet: an instrument appears with its first value
+	}
 	s, ok := a.(metricdata.Sum[int64])
 	if !ok {
 		t.Fatalf("%T is not an int64 sum", a)
@@ -209,5 +212,23 @@ func TestMetrics(t *testing.T) {
 	}
 	if _, ok := m["locker.wait.duration"].(metricdata.Histogram[float64]); !ok {
 		t.Errorf("no wait histogram: %v", m)
+	}
+}
+
+// The wrapper keeps the Locker's Admin side and gives the Locker back
+// through Unwrap.
+func TestWrapperKeepsAdminAndUnwraps(t *testing.T) {
+	inner, err := locker.Open(t.Context(), "mem://"+t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	w := otellocker.Wrap(inner)
+	if _, ok := w.(locker.Admin); !ok {
+		t.Error("the wrapper of an Admin Locker is no locker.Admin")
+	}
+	u, ok := w.(interface{ Unwrap() locker.Locker })
+	if !ok || u.Unwrap() != inner {
+		t.Errorf("Unwrap: %v; want the Locker given to Wrap", ok)
 	}
 }
