@@ -11,8 +11,6 @@ import (
 
 	"github.com/locker-go/locker"
 	lockredis "github.com/locker-go/locker/adapters/redis"
-	"github.com/locker-go/locker/conformance/faultproxy"
-	"github.com/locker-go/locker/internal/testenv"
 )
 
 // Redis unreachable with its connection open (packets dropped): the
@@ -20,19 +18,7 @@ import (
 // the same, so that work stopped at Done never overlaps the next owner.
 // Issue 13, defect 1: it closed about 3.7 s late.
 func TestDoneByDeadlineWhileRedisHangs(t *testing.T) {
-	opt, err := goredis.ParseURL(testenv.URL(t, "LOCKER_TEST_REDIS").String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := faultproxy.New(opt.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	o := *opt
-	o.Addr = p.Addr()
-	client := goredis.NewClient(&o)
-	defer client.Close()
+	p, client, opt := proxiedClient(t)
 	l, err := lockredis.New(client, lockredis.WithPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)

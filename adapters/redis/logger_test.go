@@ -11,7 +11,6 @@ import (
 
 	"github.com/locker-go/locker"
 	lockredis "github.com/locker-go/locker/adapters/redis"
-	"github.com/locker-go/locker/conformance/faultproxy"
 	"github.com/locker-go/locker/internal/testenv"
 )
 
@@ -19,19 +18,7 @@ import (
 // is logged (Info), and waiters go on hearing releases through it.
 func TestLogsResubscribe(t *testing.T) {
 	t.Parallel()
-	opt, err := goredis.ParseURL(testenv.URL(t, "LOCKER_TEST_REDIS").String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := faultproxy.New(opt.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	o := *opt
-	o.Addr = p.Addr()
-	client := goredis.NewClient(&o)
-	defer client.Close()
+	p, client, opt := proxiedClient(t)
 	lg, logs := testenv.NewLogs()
 	l, err := lockredis.New(client, lockredis.WithPrefix(prefix), lockredis.WithLogger(lg))
 	if err != nil {

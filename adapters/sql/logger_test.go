@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,15 +17,11 @@ import (
 func TestLogsPostgresListener(t *testing.T) {
 	t.Parallel()
 	u := testenv.URL(t, "LOCKER_TEST_POSTGRES")
-	app := "locker-logs-" + strings.ToLower(rand.Text()[:8])
-	q := u.Query()
-	q.Set("application_name", app) // so that only this Locker's connections are cut
-	lu := *u
-	lu.RawQuery = q.Encode()
+	lu, app := withApp(u, "locker-logs-")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	lg, logs := testenv.NewLogs()
-	l, err := locker.Open(ctx, lu.String(), locker.WithLogger(lg))
+	l, err := locker.Open(ctx, lu, locker.WithLogger(lg))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,12 +20,8 @@ import (
 // nobody else gets the key meanwhile, and Unlock then frees it.
 func TestPostgresBackendTerminated(t *testing.T) {
 	u := testenv.URL(t, "LOCKER_TEST_POSTGRES")
-	app := "locker-terminate-" + strings.ToLower(rand.Text()[:8])
-	q := u.Query()
-	q.Set("application_name", app) // so that only this Locker's connections are cut
-	hu := *u
-	hu.RawQuery = q.Encode()
-	holder, other := open(t, hu.String()), open(t, u.String())
+	hu, app := withApp(u, "locker-terminate-")
+	holder, other := open(t, hu), open(t, u.String())
 	defer holder.Close()
 	defer other.Close()
 	admin := openDB(t, "pgx", u.String())
@@ -36,6 +32,17 @@ func TestPostgresBackendTerminated(t *testing.T) {
 		}
 		return cut
 	})
+}
+
+// withApp is u with an application_name of its own, returned too, so
+// that a test can cut the connections of one Locker alone.
+func withApp(u *url.URL, prefix string) (string, string) {
+	app := prefix + strings.ToLower(rand.Text()[:8])
+	q := u.Query()
+	q.Set("application_name", app)
+	au := *u
+	au.RawQuery = q.Encode()
+	return au.String(), app
 }
 
 // MariaDB kills the holder's connections (KILL CONNECTION, as an operator
