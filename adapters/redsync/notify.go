@@ -95,21 +95,25 @@ func (d *redlock) heard(n name, payload string) {
 	}
 }
 
-// setLive records whether m's subscription is live, waking Subscribe.
+// setLive records whether m's subscription is live, waking Subscribe;
+// a change after the first subscription is logged (after the lock: a
+// slow log handler must not hold up the waiters).
 func (d *redlock) setLive(m *master, live bool) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if m.live != live {
+	changed := m.live != live
+	again := changed && live && m.dropped
+	if changed {
 		m.live = live
+		m.dropped = m.dropped || !live
 		close(d.changed)
 		d.changed = make(chan struct{})
-		switch {
-		case !live:
-			m.dropped = true
-			d.Warn("locker/redsync: a master's subscription was lost; redialling", "master", m.name)
-		case m.dropped: // not the first subscription
-			d.Info("locker/redsync: a master's subscription is live again; waiters look again", "master", m.name)
-		}
+	}
+	d.mu.Unlock()
+	switch {
+	case changed && !live:
+		d.Warn("locker/redsync: a master's subscription was lost; redialling", "master", m.name)
+	case again:
+		d.Info("locker/redsync: a master's subscription is live again; waiters look again", "master", m.name)
 	}
 }
 
