@@ -56,41 +56,9 @@ func releaseFast(ctx context.Context, h *hold) (done, freed bool, err error) {
 	if h.d.mq.releaseFast.q == "" || h.d.laneOff.Load() || h.fence == 0 {
 		return false, false, nil // fence 0 (Abandon's): any of the owner's, the transaction's to find
 	}
-	if h.mode == driver.Shared && h.d.mq.sharedDrop.q != "" {
-		return releaseShared(ctx, h)
-	}
 	var n dbsql.NullInt64
 	err = row(h.d.mq.releaseFast.row(ctx, h.d.db, h.key, h.owner, int(h.mode), int64(h.fence), h.id), &n)
 	return n.Valid, n.Int64 >= 2, h.d.offLane(err)
-}
-
-// releaseShared is releaseFast of a Shared hold where the release runs
-// in steps (Postgres), so that readers letting go together queue on the
-// key's lock for one short statement each, not for the whole release: the
-// holder is dropped under the lock; then, that committed, a reader that
-// sees another Shared holder left is done (the modes held are as before,
-// so no waiter is admitted: the header's expiry may stay the later one,
-// which the next modal call sets right); one that sees none finishes the
-// release under the lock, hand-off included. Of readers leaving at once,
-// the last to commit sees none, so a waiter is never left unwoken.
-func releaseShared(ctx context.Context, h *hold) (done, freed bool, err error) {
-	mq, db := h.d.mq, h.d.db
-	var n int64
-	if err := row(mq.sharedDrop.row(ctx, db, h.key, h.owner, int64(h.fence), h.id), &n); err != nil || n == 0 {
-		return false, false, h.d.offLane(err) // not ours as the lane sees it: the transaction looks
-	}
-	var left bool
-	if err = row(mq.sharedLeft.row(ctx, db, h.key), &left); err == nil && left {
-		return true, false, nil
-	}
-	for try := 0; try < 3 && ctx.Err() == nil; try++ { // idempotent: the hold is gone already
-		if err = row(mq.released.row(ctx, db, h.key), &n); err == nil {
-			return true, n >= 2, nil
-		}
-	}
-	// Undone: the header and the wake, which the waiters' own looks (at
-	// the expiry that refused them, or TTL/3) make up for.
-	return true, true, nil
 }
 
 // offLane turns the lane off for good if err says it is not to be had

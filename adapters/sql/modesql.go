@@ -39,11 +39,6 @@ type modeQueries struct {
 	// $4 fence, $5 id) 1, or 2 if the key is free, or 3 if waiters may go
 	// (MySQL; Postgres wakes them itself); NULL: declined.
 	grantFast, releaseFast stmt
-	// Postgres's Shared release in steps (releaseShared): sharedDrop ($1
-	// key, $2 owner, $3 fence, $4 id) 1 if it dropped the holder;
-	// sharedLeft ($1 key) whether a live Shared holder is left; released
-	// ($1 key) the rest, as releaseFast answers.
-	sharedDrop, sharedLeft, released stmt
 }
 
 // newModeQueries fills in the modal statements with fill, and with the

@@ -30,7 +30,6 @@ func pgDialect(table string) *dialect {
 		`SELECT nextval('"{tn}_fence"')`, "", `SELECT pg_notify('{tn}', w) FROM unnest(string_to_array($1, ' ')) w`,
 		`INSERT INTO {q} ("key", token, mode, expires_at, owner, ttl) VALUES ($1, $2, $3, {now} + $4{ms}, $5, $4)`)
 	mq.grantFast, mq.releaseFast = newStmt(fill(pgGrantFast), false), newStmt(fill(pgReleaseFast), false)
-	mq.sharedDrop, mq.sharedLeft, mq.released = newStmt(fill(pgSharedDrop), false), newStmt(fill(pgSharedLeft), false), newStmt(fill(pgReleased), false)
 	return &dialect{
 		mq: mq,
 		q: queries{

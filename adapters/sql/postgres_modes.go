@@ -8,15 +8,8 @@ package sql
 // is a new function, and a process of the older version keeps its own.
 const (
 	pgGrantFast   = `SELECT "{tn}_grant_v5"($1, $2, $3, $4, $5, $6, $7)`
-	pgReleaseFast = `SELECT "{tn}_release_v5"($1, $2, $3, $4, $5)`
-	// A Shared release in three short steps (releaseShared): its holder
-	// dropped under the key's lock; whether a Shared holder is left, read
-	// after that commits, without the lock; only if none, the rest of the
-	// release under the lock (the header and the hand-off).
-	pgSharedDrop = `SELECT "{tn}_sdrop_v1"($1, $2, $3, $4)`
-	pgSharedLeft = `SELECT EXISTS (SELECT 1 FROM {h} WHERE "key" = $1 AND mode = 1 AND expires_at > {now})`
-	pgReleased   = `SELECT "{tn}_released_v1"($1)`
-	pgModeFuncs  = `
+	pgReleaseFast = `SELECT "{tn}_release_v6"($1, $2, $3, $4, $5)`
+	pgModeFuncs   = `
 CREATE OR REPLACE FUNCTION "{tn}_grant_v5"(k text, o text, id text, m integer, compat integer, ttl bigint, tok text)
 RETURNS bigint LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -69,7 +62,7 @@ BEGIN
 	END IF;
 	RETURN f;
 END $fn$;
-CREATE OR REPLACE FUNCTION "{tn}_release_v5"(k text, o text, m integer, f bigint, id text)
+CREATE OR REPLACE FUNCTION "{tn}_release_v6"(k text, o text, m integer, f bigint, id text)
 RETURNS integer LANGUAGE plpgsql AS $fn$
 BEGIN
 	PERFORM pg_advisory_xact_lock(hashtext('{tn}'), hashtext(k));
@@ -80,18 +73,15 @@ BEGIN
 	IF NOT FOUND THEN
 		RETURN NULL;
 	END IF;
-	RETURN "{tn}_released_v1"(k); -- the rest, as after a Shared release's drop (the lock is re-entrant)
-END $fn$;
-CREATE OR REPLACE FUNCTION "{tn}_sdrop_v1"(k text, o text, f bigint, id text)
-RETURNS integer LANGUAGE plpgsql AS $fn$
-DECLARE
-	n integer;
-BEGIN
-	PERFORM pg_advisory_xact_lock(hashtext('{tn}'), hashtext(k));
-	DELETE FROM {h} WHERE "key" = k AND owner = o AND mode = 1 AND fence = f AND ids = ' ' || id || ' ' AND expires_at > {now}
-		AND EXISTS (SELECT 1 FROM {t} WHERE "key" = k AND owner = '' AND expires_at > {now});
-	GET DIAGNOSTICS n = ROW_COUNT;
-	RETURN n;
+	-- A reader leaving other readers: the modes held are as before, so no
+	-- waiter is admitted; done, the lock held only this long (readers let
+	-- go together queue on it). The header's expiry may stay the later
+	-- one, which the next modal call sets right. Every change of holders
+	-- takes the lock, so what this reads is exact.
+	IF m = 1 AND EXISTS (SELECT 1 FROM {h} WHERE "key" = k AND mode = 1 AND expires_at > {now}) THEN
+		RETURN 1;
+	END IF;
+	RETURN "{tn}_released_v1"(k); -- the rest: the header and the hand-off (the lock is re-entrant)
 END $fn$;
 CREATE OR REPLACE FUNCTION "{tn}_released_v1"(k text)
 RETURNS integer LANGUAGE plpgsql AS $fn$
