@@ -24,7 +24,7 @@ import (
 func pgDialect(table string) *dialect {
 	fill := filler(table, "{q}", `"{tn}_queue"`, "{now}", "clock_timestamp()", "{ms}", "::float8 * interval '1 millisecond'",
 		"{pos}", "strpos", "{int}", "::int", "{max}", "GREATEST", "{id}", `(' ' || $4::text || ' ')`, "{next}", pgNext,
-		"{admits}", admitsSQL("e.mode"), "{admits:x}", admitsSQL("x.mode"), "{k}", `"key"`, "{h}", `"{tn}_hold"`, "{left}", `(extract(epoch FROM expires_at - {now}) * 1000)::bigint`,
+		"{admits}", admitsSQL("e.mode"), "{admits:x}", admitsSQL("x.mode"), "{admits:w}", admitsSQL("w.mode"), "{k}", `"key"`, "{h}", `"{tn}_hold"`, "{left}", `(extract(epoch FROM expires_at - {now}) * 1000)::bigint`,
 		"{abs}", `(extract(epoch FROM expires_at) * 1000)::bigint`, "{prefix}", `left("key", char_length($1)) = $1`)
 	mq := newModeQueries(fill, false, `SELECT pg_advisory_xact_lock(hashtext('{tn}'), hashtext($1::text))`,
 		`SELECT nextval('"{tn}_fence"')`, "", `SELECT pg_notify('{tn}', w) FROM unnest(string_to_array($1, ' ')) w`,
@@ -41,7 +41,7 @@ func pgDialect(table string) *dialect {
 			refreshBatch:  fill(pgRefreshBatch),
 			release:       fill(pgRelease),
 			expire:        fill(pgExpire),
-			releaseLane:   fill(`SELECT * FROM "{tn}_xrelease_v2"($1, $2, $3, $4)`),
+			releaseLane:   fill(`SELECT * FROM "{tn}_xrelease_v3"($1, $2, $3, $4)`),
 			expireLane:    fill(`SELECT * FROM "{tn}_xexpire_v1"($1, $2, $3)`),
 			status:        fill(pgInfo + byKey),
 			list:          fill(pgInfo + byPrefix),

@@ -81,7 +81,7 @@ BEGIN
 	IF m = 1 AND EXISTS (SELECT 1 FROM {h} WHERE "key" = k AND mode = 1 AND expires_at > {now}) THEN
 		RETURN 1;
 	END IF;
-	RETURN "{tn}_released_v1"(k); -- the rest: the header and the hand-off (the lock is re-entrant)
+	RETURN "{tn}_released_v2"(k); -- the rest: the header and the hand-off (the lock is re-entrant)
 END $fn$;
 CREATE OR REPLACE FUNCTION "{tn}_released_v1"(k text)
 RETURNS integer LANGUAGE plpgsql AS $fn$
@@ -97,6 +97,22 @@ BEGIN
 		UPDATE {t} SET fence = top, expires_at = e WHERE "key" = k AND owner = '';
 	END IF;
 	PERFORM "{tn}_handoff_v1"(k);
+	RETURN CASE WHEN e IS NULL THEN 2 ELSE 1 END;
+END $fn$;
+CREATE OR REPLACE FUNCTION "{tn}_released_v2"(k text)
+RETURNS integer LANGUAGE plpgsql AS $fn$
+DECLARE
+	e timestamptz;
+	top bigint;
+BEGIN
+	PERFORM pg_advisory_xact_lock(hashtext('{tn}'), hashtext(k));
+	SELECT max(expires_at), max(fence) INTO e, top FROM {h} WHERE "key" = k AND expires_at > {now};
+	IF e IS NULL THEN
+		DELETE FROM {t} WHERE "key" = k AND owner = '';
+	ELSE
+		UPDATE {t} SET fence = top, expires_at = e WHERE "key" = k AND owner = '';
+	END IF;
+	PERFORM "{tn}_handoff_v2"(k);
 	RETURN CASE WHEN e IS NULL THEN 2 ELSE 1 END;
 END $fn$;`
 
@@ -118,6 +134,24 @@ BEGIN
 	GET DIAGNOSTICS dd = ROW_COUNT;
 	IF dd > 0 THEN
 		PERFORM "{tn}_handoff_v1"(k);
+	ELSE
+		UPDATE {t} SET holds = holds - 1, ids = replace(ids, ' ' || id || ' ', ' ')
+			WHERE "key" = k AND owner = o AND (f = 0 OR fence = f) AND strpos(ids, ' ' || id || ' ') > 0;
+		GET DIAGNOSTICS uu = ROW_COUNT;
+	END IF;
+	RETURN QUERY SELECT dd, uu, 0::bigint, false;
+END $fn$;
+CREATE OR REPLACE FUNCTION "{tn}_xrelease_v3"(k text, o text, f bigint, id text)
+RETURNS TABLE (r_deleted bigint, r_decremented bigint, r_notified bigint, r_exists boolean) LANGUAGE plpgsql AS $fn$
+DECLARE
+	dd bigint;
+	uu bigint := 0;
+BEGIN
+	PERFORM pg_advisory_xact_lock(hashtext('{tn}'), hashtext(k));
+	DELETE FROM {t} WHERE "key" = k AND owner = o AND (f = 0 OR fence = f) AND ids = ' ' || id || ' ';
+	GET DIAGNOSTICS dd = ROW_COUNT;
+	IF dd > 0 THEN
+		PERFORM "{tn}_handoff_v2"(k);
 	ELSE
 		UPDATE {t} SET holds = holds - 1, ids = replace(ids, ' ' || id || ' ', ' ')
 			WHERE "key" = k AND owner = o AND (f = 0 OR fence = f) AND strpos(ids, ' ' || id || ' ') > 0;
@@ -175,5 +209,48 @@ BEGIN
 		END IF;
 		PERFORM pg_notify('{tn}', w.token || ' ' || f);
 	END LOOP;
+END $fn$;
+CREATE OR REPLACE FUNCTION "{tn}_handoff_v2"(k text)
+RETURNS void LANGUAGE plpgsql AS $fn$
+DECLARE
+	w record;
+	f bigint;
+	e timestamptz;
+	held integer;
+	top bigint;
+	last timestamptz;
+BEGIN
+	IF EXISTS (SELECT 1 FROM {t} WHERE "key" = k AND owner <> '' AND expires_at > {now}) THEN
+		RETURN;
+	END IF;
+	DELETE FROM {h} WHERE "key" = k AND expires_at <= {now};
+	SELECT coalesce(bit_or(1 << mode), 0) INTO held FROM {h} WHERE "key" = k;
+	FOR w IN SELECT token, mode, owner, ttl FROM {q} WHERE "key" = k AND expires_at > {now} ORDER BY seq LOOP
+		-- w's mode admits every mode held, those granted here included
+		-- (compatibility is symmetric; Exclusive, bit 0, admits none).
+		EXIT WHEN ({admits:w} & held) <> held;
+		IF w.owner = '' OR w.ttl <= 0 OR EXISTS (SELECT 1 FROM {h} WHERE "key" = k AND owner = w.owner) THEN
+			PERFORM pg_notify('{tn}', w.token);
+			EXIT;
+		END IF;
+		DELETE FROM {q} WHERE "key" = k AND token = w.token;
+		CONTINUE WHEN NOT FOUND;
+		f := nextval('"{tn}_fence"');
+		e := {now} + w.ttl{ms};
+		IF w.mode = 0 THEN
+			DELETE FROM {t} WHERE "key" = k;
+			INSERT INTO {t} ("key", owner, fence, holds, ids, expires_at) VALUES (k, w.owner, f, 1, ' ' || w.token || ' ', e);
+		ELSE
+			INSERT INTO {h} ("key", owner, mode, fence, holds, ids, expires_at) VALUES (k, w.owner, w.mode, f, 1, ' ' || w.token || ' ', e);
+			top := f;
+			last := GREATEST(last, e);
+		END IF;
+		held := held | (1 << w.mode);
+		PERFORM pg_notify('{tn}', w.token || ' ' || f);
+	END LOOP;
+	IF top IS NOT NULL THEN -- the modal header, once for every holder granted here
+		INSERT INTO {t} AS l ("key", owner, fence, holds, ids, expires_at) VALUES (k, '', top, 1, ' ', last)
+			ON CONFLICT ("key") DO UPDATE SET owner = '', fence = top, holds = 1, ids = ' ', expires_at = GREATEST(l.expires_at, last);
+	END IF;
 END $fn$;`
 )
