@@ -139,6 +139,25 @@ func (z *zkDriver) touch(ctx context.Context, s *session, parent string) error {
 // touched reports whether a node was written since it was made.
 func touched(st *zk.Stat) bool { return st != nil && st.Version > 0 }
 
+// takeOwnEvents handles the events pending on our node's watch once the
+// wait is over. A raise's touch of our node comes before the deletion that
+// made us first (a session's events arrive in zxid order, each put on its
+// watch's channel as it comes), but the wait's select may have taken the
+// deletion first: without this, the grant would miss that the key was
+// raised and take a fence below the floor.
+func (n *node) takeOwnEvents(ctx context.Context, s *session) error {
+	for {
+		select {
+		case ev := <-n.watch:
+			if err := n.ownEvent(ctx, s, ev); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+	}
+}
+
 // ownEvent handles an event of a waiter's watch on its own node: a write
 // (a first raise's touch) is noted and the watch set again; anything else
 // means the node is gone.

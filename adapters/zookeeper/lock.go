@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -105,6 +106,9 @@ func (z *zkDriver) queue(ctx context.Context, s *session, r *driver.Request) (dr
 		wait = z.waitModal
 	}
 	waited, err := wait(ctx, s, n, children, !r.Wait)
+	if err == nil && waited {
+		err = n.takeOwnEvents(ctx, s)
+	}
 	refenced := err == nil && (waited || n.changed) && r.Space == driver.Subtree
 	if refenced {
 		err = z.refence(ctx, s, n)
@@ -256,6 +260,9 @@ func (z *zkDriver) waitTurn(ctx context.Context, s *session, n *node, children [
 			return true, nil
 		}
 		if w.pred && (prev == "" || w.prev) {
+			if hook := testHookBeforeWait.Load(); hook != nil {
+				(*hook)(n, w.predCh)
+			}
 			select {
 			case ev := <-w.predCh:
 				kept = watches{}
@@ -278,6 +285,10 @@ func (z *zkDriver) waitTurn(ctx context.Context, s *session, n *node, children [
 		}
 	}
 }
+
+// testHookBeforeWait, if set, runs as waitTurn is about to wait for its
+// predecessor's event (a test makes events arrive meanwhile).
+var testHookBeforeWait atomic.Pointer[func(n *node, pred <-chan zk.Event)]
 
 // listErr maps the failure of a queue's listing: errGone if the key's
 // node is gone (and our node with it).

@@ -1,0 +1,136 @@
+package zookeeper
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
+	"github.com/locker-go/locker/internal/testenv"
+)
+
+// A raise's touch of a waiter's node, pending on its watch when the wait
+// ends, is taken before the grant reads (or skips) the fence offset: the
+// wait's select may have taken the deletion that made it first instead,
+// and the grant then took a fence below the floor (seen once in
+// TestConformanceEnsemble/FenceFloor). A deletion pending means the node
+// is gone; nothing pending changes nothing.
+func TestTakeOwnEvents(t *testing.T) {
+	t.Parallel()
+	z := openZ(t, testenv.URL(t, "LOCKER_TEST_ZK"))
+	ctx := context.Background()
+	s := z.primary
+	if err := z.ensureRoot(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	path, err := s.conn.Create(z.cfg.root+"/own-"+rand.Text(), nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := func(ev zk.Event) *node {
+		ch := make(chan zk.Event, 1)
+		ch <- ev
+		return &node{path: path, watch: ch}
+	}
+
+	n := pending(zk.Event{Type: zk.EventNodeDataChanged, Path: path})
+	if err := n.takeOwnEvents(ctx, s); err != nil || !n.touched {
+		t.Errorf("a touch pending: err %v, touched %v; want nil, true", err, n.touched)
+	}
+	if len(n.watch) != 0 {
+		t.Error("the node's watch was not set again after its touch was taken")
+	}
+
+	n = pending(zk.Event{Type: zk.EventNodeDeleted, Path: path})
+	if err := n.takeOwnEvents(ctx, s); !errors.Is(err, errGone) {
+		t.Errorf("a deletion pending: err %v, want errGone", err)
+	}
+
+	n = &node{path: path, watch: make(chan zk.Event, 1)}
+	if err := n.takeOwnEvents(ctx, s); err != nil || n.touched {
+		t.Errorf("nothing pending: err %v, touched %v; want nil, false", err, n.touched)
+	}
+}
+
+// The race itself: a key's first raise touches the waiter's node, then
+// the holder releases, and both events are pending when the waiter's wait
+// looks (a loaded machine: the waiter was not yet waiting when they came),
+// so that its select may take either first. Whichever it takes, the grant
+// must read the new offset: its fence is above the floor. (Without
+// takeOwnEvents about half of the rounds took the deletion first and
+// fenced below the floor, as TestConformanceEnsemble/FenceFloor once did.)
+func TestGrantAfterTouchAndReleaseTogether(t *testing.T) {
+	u := testenv.URL(t, "LOCKER_TEST_ZK")
+	holder, waiter := openZ(t, u), openZ(t, u)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const prefix, floor = "touch-race-", 1 << 40
+	hook := func(n *node, pred <-chan zk.Event) {
+		if !strings.Contains(n.parent, prefix) {
+			return // another test's
+		}
+		for len(n.watch) == 0 || len(pred) == 0 { // until both events are pending
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Millisecond): // polling a condition: a channel's length has no watch
+			}
+		}
+	}
+	testHookBeforeWait.Store(&hook)
+	defer testHookBeforeWait.Store(nil)
+	for round := range 16 {
+		key := prefix + rand.Text()
+		if _, err := holder.Lock(ctx, key, locker.WithKeepAlive(false)); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan locker.Lease, 1)
+		go func() {
+			lease, err := waiter.Lock(ctx, key)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- lease
+		}()
+		s, parent := holder.primary, holder.parent(driver.Plain, key)
+		var nodes []string
+		for len(nodes) < 2 { // until the waiter's node is queued
+			children, _, err := s.conn.Children(parent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes = lockNodes(children)
+			select {
+			case <-ctx.Done():
+				t.Fatal("the waiter never queued")
+			case <-time.After(2 * time.Millisecond): // polling a condition: a queue offers nothing to wait on
+			}
+		}
+		// The raise (its offset, then its touch of the queue), and after it
+		// the holder's release.
+		if _, err := s.conn.Create(holder.floorPath(driver.Plain, key), []byte(strconv.Itoa(floor)), 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.conn.Set(parent+"/"+nodes[1], nil, -1); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.conn.Delete(parent+"/"+nodes[0], -1); err != nil {
+			t.Fatal(err)
+		}
+		lease := <-got
+		if lease == nil {
+			return
+		}
+		if lease.Fence() <= floor {
+			t.Fatalf("round %d: the waiter was granted fence %d, below the floor %d raised before the release", round, lease.Fence(), floor)
+		}
+		_ = lease.Unlock(ctx)
+	}
+}
