@@ -83,22 +83,6 @@ BEGIN
 	END IF;
 	RETURN "{tn}_released_v2"(k); -- the rest: the header and the hand-off (the lock is re-entrant)
 END $fn$;
-CREATE OR REPLACE FUNCTION "{tn}_released_v1"(k text)
-RETURNS integer LANGUAGE plpgsql AS $fn$
-DECLARE
-	e timestamptz;
-	top bigint;
-BEGIN
-	PERFORM pg_advisory_xact_lock(hashtext('{tn}'), hashtext(k));
-	SELECT max(expires_at), max(fence) INTO e, top FROM {h} WHERE "key" = k AND expires_at > {now};
-	IF e IS NULL THEN
-		DELETE FROM {t} WHERE "key" = k AND owner = '';
-	ELSE
-		UPDATE {t} SET fence = top, expires_at = e WHERE "key" = k AND owner = '';
-	END IF;
-	PERFORM "{tn}_handoff_v1"(k);
-	RETURN CASE WHEN e IS NULL THEN 2 ELSE 1 END;
-END $fn$;
 CREATE OR REPLACE FUNCTION "{tn}_released_v2"(k text)
 RETURNS integer LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -123,24 +107,6 @@ END $fn$;`
 	// release's statement waited was not woken, and waited seconds for its
 	// fallback.)
 	pgExclusiveFuncs = `;
-CREATE OR REPLACE FUNCTION "{tn}_xrelease_v2"(k text, o text, f bigint, id text)
-RETURNS TABLE (r_deleted bigint, r_decremented bigint, r_notified bigint, r_exists boolean) LANGUAGE plpgsql AS $fn$
-DECLARE
-	dd bigint;
-	uu bigint := 0;
-BEGIN
-	PERFORM pg_advisory_xact_lock(hashtext('{tn}'), hashtext(k));
-	DELETE FROM {t} WHERE "key" = k AND owner = o AND (f = 0 OR fence = f) AND ids = ' ' || id || ' ';
-	GET DIAGNOSTICS dd = ROW_COUNT;
-	IF dd > 0 THEN
-		PERFORM "{tn}_handoff_v1"(k);
-	ELSE
-		UPDATE {t} SET holds = holds - 1, ids = replace(ids, ' ' || id || ' ', ' ')
-			WHERE "key" = k AND owner = o AND (f = 0 OR fence = f) AND strpos(ids, ' ' || id || ' ') > 0;
-		GET DIAGNOSTICS uu = ROW_COUNT;
-	END IF;
-	RETURN QUERY SELECT dd, uu, 0::bigint, false;
-END $fn$;
 CREATE OR REPLACE FUNCTION "{tn}_xrelease_v3"(k text, o text, f bigint, id text)
 RETURNS TABLE (r_deleted bigint, r_decremented bigint, r_notified bigint, r_exists boolean) LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -176,40 +142,10 @@ END $fn$;` + pgHandoffFunc
 	// the key already) is woken by its token alone, and looks itself.
 	// Claiming the place by DELETE first means a waiter that left meanwhile
 	// (Abandon) is not granted; one that leaves after finds its grant and
-	// releases it by its ID.
+	// releases it by its ID. Each waiter is checked against a mask of the
+	// modes held, kept as it grants, and the modal header is written once
+	// after the run.
 	pgHandoffFunc = `
-CREATE OR REPLACE FUNCTION "{tn}_handoff_v1"(k text)
-RETURNS void LANGUAGE plpgsql AS $fn$
-DECLARE
-	w record;
-	f bigint;
-	e timestamptz;
-BEGIN
-	FOR w IN SELECT token, mode, owner, ttl FROM {q} WHERE "key" = k AND expires_at > {now} ORDER BY seq LOOP
-		IF EXISTS (SELECT 1 FROM {t} WHERE "key" = k AND owner <> '' AND expires_at > {now})
-			OR EXISTS (SELECT 1 FROM {h} x WHERE x."key" = k AND x.expires_at > {now} AND ({admits:x} >> w.mode) & 1 = 0) THEN
-			RETURN;
-		END IF;
-		IF w.owner = '' OR w.ttl <= 0 OR EXISTS (SELECT 1 FROM {h} WHERE "key" = k AND owner = w.owner AND expires_at > {now}) THEN
-			PERFORM pg_notify('{tn}', w.token);
-			RETURN;
-		END IF;
-		DELETE FROM {q} WHERE "key" = k AND token = w.token;
-		CONTINUE WHEN NOT FOUND;
-		DELETE FROM {h} WHERE "key" = k AND expires_at <= {now};
-		f := nextval('"{tn}_fence"');
-		e := {now} + w.ttl{ms};
-		IF w.mode = 0 THEN
-			DELETE FROM {t} WHERE "key" = k;
-			INSERT INTO {t} ("key", owner, fence, holds, ids, expires_at) VALUES (k, w.owner, f, 1, ' ' || w.token || ' ', e);
-		ELSE
-			INSERT INTO {h} ("key", owner, mode, fence, holds, ids, expires_at) VALUES (k, w.owner, w.mode, f, 1, ' ' || w.token || ' ', e);
-			INSERT INTO {t} AS l ("key", owner, fence, holds, ids, expires_at) VALUES (k, '', f, 1, ' ', e)
-				ON CONFLICT ("key") DO UPDATE SET owner = '', fence = f, holds = 1, ids = ' ', expires_at = GREATEST(l.expires_at, e);
-		END IF;
-		PERFORM pg_notify('{tn}', w.token || ' ' || f);
-	END LOOP;
-END $fn$;
 CREATE OR REPLACE FUNCTION "{tn}_handoff_v2"(k text)
 RETURNS void LANGUAGE plpgsql AS $fn$
 DECLARE
