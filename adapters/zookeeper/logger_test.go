@@ -34,15 +34,15 @@ func TestLogsSessionEvents(t *testing.T) {
 	}
 	defer l.Close()
 	key := uniq(t) + "k"
-	if _, err := l.TryLock(ctx, key, locker.WithTTL(s)); err != nil {
-		t.Fatal(err)
-	}
 
+	// Dropped while no lock (so no watch) is held: go-zookeeper restores
+	// watches on a new connection with a read that races its receive loop
+	// (go-zookeeper/zk PR 35, unmerged), which the race detector reports.
 	p.Drop()
 	logs.Wait(t, 10*time.Second, slog.LevelInfo, "connection lost")
 	logs.Wait(t, 10*time.Second, slog.LevelInfo, "connected again")
 
-	held, err := l.TryLock(ctx, key+"2", locker.WithTTL(s))
+	held, err := l.TryLock(ctx, key, locker.WithTTL(s))
 	if err != nil {
 		t.Fatal(err)
 	}
