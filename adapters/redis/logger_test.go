@@ -43,14 +43,7 @@ func TestLogsResubscribe(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan error, 1)
-		go func() {
-			lease, err := l.Lock(ctx, key)
-			if err == nil {
-				err = lease.Unlock(ctx)
-			}
-			got <- err
-		}()
+		got := testenv.LockInTurn(ctx, l, key)
 		waitQueued(t, ctx, other, key)
 		if err := held.Unlock(ctx); err != nil {
 			t.Fatal(err)

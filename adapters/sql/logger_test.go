@@ -34,14 +34,7 @@ func TestLogsPostgresListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		lease, err := l.Lock(ctx, key)
-		if err == nil {
-			err = lease.Unlock(ctx)
-		}
-		got <- err
-	}()
+	got := testenv.LockInTurn(ctx, l, key)
 	admin := openDB(t, "pgx", u.String())
 	for { // until the waiter's LISTEN connection is up
 		var n int

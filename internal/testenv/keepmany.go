@@ -54,3 +54,18 @@ func TakeMany(t testing.TB, l locker.Locker, n int, ttl time.Duration) []locker.
 	}
 	return leases
 }
+
+// LockInTurn has l Lock key in a goroutine, and Unlock it once held; the
+// channel receives the first error, or nil once the key was held and let
+// go: a waiter behind a holder, for a test to release the holder meanwhile.
+func LockInTurn(ctx context.Context, l locker.Locker, key string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		lease, err := l.Lock(ctx, key)
+		if err == nil {
+			err = lease.Unlock(ctx)
+		}
+		done <- err
+	}()
+	return done
+}
