@@ -91,6 +91,15 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 			return driver.Grant{}, err
 		}
 	}
+	if d.modal(r) {
+		// A reader refused here while this process's gate keeps the key's
+		// name only to poll (MySQL): the waiter before it is another
+		// process's, whose gate may be watching for the name, and the
+		// release that admits it may come from a third process, which
+		// holds no name to pass. Pass it on now, as the Exclusive path
+		// does when it finds the key free with another's waiter first.
+		d.gates.pass(r.Key)
+	}
 	return d.pace(r, c, g, token), nil
 }
 
