@@ -24,7 +24,8 @@ import (
 // The name only wakes; the row and the queue decide who gets the key. A
 // holder that did not watch holds no name: the first watcher then gets
 // it at once, and polls (it keeps the name, so that the next hand-off is
-// woken). A name whose holder is paused outlasts its row: watchers then
+// woken), until a waiter of another process comes first: its own refused
+// waiters pass the name on then. A name whose holder is paused outlasts its row: watchers then
 // try on their waiters' own schedule (a TTL/3 apart). Gates are at most
 // half the pool; a waiter past that polls.
 type gates struct {
