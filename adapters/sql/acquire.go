@@ -91,6 +91,11 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 			return driver.Grant{}, err
 		}
 	}
+	return d.pace(r, c, g, token), nil
+}
+
+// pace sets when a refused call looks again.
+func (d *sqlDriver) pace(r *driver.Request, c *call, g driver.Grant, token string) driver.Grant {
 	if d.modal(r) {
 		// A reader refused here while this process's gate keeps the key's
 		// name only to poll (MySQL): the waiter before it is another
@@ -100,11 +105,6 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 		// does when it finds the key free with another's waiter first.
 		d.gates.pass(r.Key)
 	}
-	return d.pace(r, c, g, token), nil
-}
-
-// pace sets when a refused call looks again.
-func (d *sqlDriver) pace(r *driver.Request, c *call, g driver.Grant, token string) driver.Grant {
 	// Retry 0: the key came free with nobody ahead (a release that raced
 	// our queueing, its NOTIFY missed): look again at once.
 	if token != "" {
