@@ -46,4 +46,6 @@ const (
 	ModeShared    = driver.Shared
 	SpacePlain    = driver.Plain
 	SpaceSubtree  = driver.Subtree
+	// SpaceElection holds elections (Campaign): Key is the election's name.
+	SpaceElection = driver.Election
 )

@@ -23,11 +23,11 @@ func (a *adminLocker) Status(ctx context.Context, key string, opts ...Option) (L
 		return LockInfo{}, err
 	}
 	defer end()
-	space, err := a.space(key, opts)
+	space, node, err := a.space(key, opts)
 	if err != nil {
 		return LockInfo{}, err
 	}
-	info, err := a.admin.Status(ctx, space, key)
+	info, err := a.admin.Status(ctx, space, node)
 	if err != nil {
 		return info, ctxErr(ctx, key, err)
 	}
@@ -44,10 +44,10 @@ func (a *adminLocker) List(ctx context.Context, prefix string) ([]LockInfo, erro
 	if err != nil {
 		return nil, ctxErr(ctx, prefix, err)
 	}
-	list = slices.DeleteFunc(list, func(i LockInfo) bool { return !strings.HasPrefix(i.Key, prefix) })
 	for i := range list {
 		list[i] = a.complete(list[i])
 	}
+	list = slices.DeleteFunc(list, func(i LockInfo) bool { return !strings.HasPrefix(i.Key, prefix) })
 	slices.SortFunc(list, func(a, b LockInfo) int {
 		if c := strings.Compare(a.Key, b.Key); c != 0 {
 			return c
@@ -63,27 +63,33 @@ func (a *adminLocker) ForceUnlock(ctx context.Context, key string, opts ...Optio
 		return err
 	}
 	defer end()
-	space, err := a.space(key, opts)
+	space, node, err := a.space(key, opts)
 	if err != nil {
 		return err
 	}
-	return ctxErr(ctx, key, a.admin.ForceUnlock(ctx, space, key))
+	return ctxErr(ctx, key, a.admin.ForceUnlock(ctx, space, node))
 }
 
-// space validates key and says which space opts name: Subtree() a subtree
-// lock's path, else a plain key. A driver without modes keeps one space.
-func (a *adminLocker) space(key string, opts []Option) (driver.Space, error) {
+// space validates key and says where the driver keeps what opts name:
+// with Subtree() a subtree lock's path, with Campaign's option (Observe's
+// Status) an election's node (node), else a plain key. A driver without modes keeps
+// one space.
+func (a *adminLocker) space(key string, opts []Option) (driver.Space, string, error) {
 	var o Options
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if err := validate(key, o.Subtree); err != nil {
-		return driver.Plain, err
+		return driver.Plain, "", err
+	}
+	if err := checkElection(key, o); err != nil {
+		return driver.Plain, "", err
 	}
 	if o.Subtree && a.modes {
-		return driver.Subtree, nil
+		return driver.Subtree, key, nil
 	}
-	return driver.Plain, nil
+	space, node := a.node(key, o)
+	return space, node, nil
 }
 
 // complete fills in Holders for an exclusive lock, and the hold counts
@@ -100,5 +106,8 @@ func (a *adminLocker) complete(info LockInfo) LockInfo {
 	slices.SortFunc(info.Holders, func(a, b driver.Holder) int { return cmp.Compare(a.Fence, b.Fence) })
 	first := info.Holders[0]
 	info.Owner, info.Label, info.Fence, info.Holds, info.Expires = first.Owner, first.Label, first.Fence, first.Holds, first.Expires
+	if a.modes {
+		info = elected(info)
+	}
 	return info
 }

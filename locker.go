@@ -64,6 +64,9 @@ var (
 	// in place could deadlock two owners that both try it: unlock and
 	// lock again instead.
 	ErrModeMismatch = errors.New("locker: key is held by this owner in the other mode")
+	// ErrInvalidOption reports an option out of range or out of place,
+	// such as Shared or Subtree given to Campaign.
+	ErrInvalidOption = errors.New("locker: invalid option")
 )
 
 // Unavailable wraps cause so that it matches both ErrUnavailable and cause.
@@ -98,6 +101,8 @@ type Options struct {
 	FenceFloor uint64
 	// Label describes the holder for operators: see WithLabel.
 	Label string
+
+	election bool // the key is an election's name: see Campaign
 }
 
 // Option configures one Lock or TryLock call.
@@ -147,6 +152,9 @@ func Resolve(key string, opts ...Option) (Options, error) {
 		opt(&o)
 	}
 	if err := validate(key, o.Subtree); err != nil {
+		return Options{}, err
+	}
+	if err := checkElection(key, o); err != nil {
 		return Options{}, err
 	}
 	if o.TTL <= 0 || o.TTL > MaxTTL {

@@ -82,11 +82,15 @@ func (p *portable) call(ctx context.Context, key string, opts []Option, wait boo
 		}
 		return leases[0], nil
 	}
-	r := p.request(driver.Plain, key, p.mode(o, false), o, wait)
+	space, node := p.node(key, o)
+	r := p.request(space, node, p.mode(o, false), o, wait)
 	g, err := p.take(ctx, r)
 	var l Lease
+	if err == nil && o.election {
+		g = p.announce(ctx, r, g)
+	}
 	if err == nil {
-		l, err = p.lease(r, g)
+		l, err = p.lease(key, r, g)
 	}
 	if err != nil && (wait || !errors.Is(err, ErrLocked)) {
 		p.abandon(ctx, r)
@@ -146,10 +150,10 @@ func (p *portable) take(ctx context.Context, r *driver.Request) (granted, error)
 	return g, err
 }
 
-// lease wraps r's grant g in a lease.
-func (p *portable) lease(r *driver.Request, g granted) (Lease, error) {
+// lease wraps r's grant g of key in a lease.
+func (p *portable) lease(key string, r *driver.Request, g granted) (Lease, error) {
 	return newLease(p.set, leaseConfig{
-		Key: r.Key, Owner: ownerOf(r.Owner), Fence: g.Fence, TTL: r.TTL, KeepAlive: r.KeepAlive,
+		Key: key, Owner: ownerOf(r.Owner), Fence: g.Fence, TTL: r.TTL, KeepAlive: r.KeepAlive,
 		Start: g.start, Validity: g.Validity, Hold: g.Hold, Lost: g.Lost,
 	})
 }

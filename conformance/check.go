@@ -76,6 +76,9 @@ func Checks() []Check {
 		check("LockAllNoDeadlock", checkLockAllNoDeadlock),
 		check("LockAllAtomic", checkLockAllAtomic),
 		check("FenceFloor", checkFenceFloor),
+		check("ElectionOneLeader", checkElectionOneLeader),
+		check("ElectionObserve", checkElectionObserve),
+		check("ElectionLeaderCrash", checkElectionLeaderCrash),
 	}
 }
 

@@ -74,10 +74,13 @@ const (
 	Subtree
 )
 
-// String names the space: "plain" or "subtree".
+// String names the space: "plain", "subtree" or "election".
 func (s Space) String() string {
-	if s == Subtree {
+	switch s {
+	case Subtree:
 		return "subtree"
+	case Election:
+		return "election"
 	}
 	return "plain"
 }

@@ -96,7 +96,7 @@ func (d *etcdDriver) attempt(ctx context.Context, r *driver.Request) (driver.Gra
 			return driver.Grant{}, err
 		}
 		start = time.Now()
-		if r.Space == driver.Subtree {
+		if !driver.Leaf(r.Space, r.Key) {
 			fence, err := en.refence(ctx, mine)
 			if err != nil {
 				return driver.Grant{}, err

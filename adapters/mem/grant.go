@@ -120,6 +120,7 @@ func (s *lockSpace) apply(r *driver.Request, v verdict, now time.Time) driver.Gr
 		s.fence = max(s.fence, r.Floor) + 1
 		hd = &holder{owner: r.Owner, mode: r.Mode, holds: map[string]bool{}, fence: s.fence}
 		e.holders[r.Mode][r.Owner] = hd
+		signal(s.watches[n])
 	}
 	hd.holds[r.ID] = true
 	hd.expires = later(hd.expires, now.Add(r.TTL)) // a re-entry never shortens

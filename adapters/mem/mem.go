@@ -48,6 +48,7 @@ type lockSpace struct {
 	fence   uint64 // one counter: fences never go back, and rise across a subtree
 	arrived uint64 // arrival order of waiters
 	subs    map[name]map[chan struct{}]struct{}
+	watches map[name]map[chan struct{}]struct{} // Watch's signals (watch.go)
 }
 
 // name is a key in its space.
@@ -61,14 +62,14 @@ func spaceNamed(n string) *lockSpace {
 	defer spacesMu.Unlock()
 	s := spaces[n]
 	if s == nil {
-		s = &lockSpace{locks: map[name]*entry{}, subs: map[name]map[chan struct{}]struct{}{}}
+		s = &lockSpace{locks: map[name]*entry{}, subs: map[name]map[chan struct{}]struct{}{}, watches: map[name]map[chan struct{}]struct{}{}}
 		spaces[n] = s
 	}
 	return s
 }
 
 // memDriver implements driver.Driver, ModeKeeper, Batcher,
-// BatchRefresher, Notifier, FenceFloorer and Admin.
+// BatchRefresher, Notifier, Watcher, FenceFloorer and Admin.
 type memDriver struct{ s *lockSpace }
 
 var (
@@ -77,6 +78,7 @@ var (
 	_ driver.Batcher        = (*memDriver)(nil)
 	_ driver.BatchRefresher = (*memDriver)(nil)
 	_ driver.Notifier       = (*memDriver)(nil)
+	_ driver.Watcher        = (*memDriver)(nil)
 	_ driver.Admin          = (*memDriver)(nil)
 )
 
@@ -156,22 +158,8 @@ func (d *memDriver) Close(context.Context) error { return nil }
 
 // Subscribe wakes the caller whenever r's key changes hands.
 func (d *memDriver) Subscribe(_ context.Context, r *driver.Request) (<-chan struct{}, func(), error) {
-	s, n := d.s, name{r.Space, r.Key}
-	c := make(chan struct{}, 1)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.subs[n] == nil {
-		s.subs[n] = map[chan struct{}]struct{}{}
-	}
-	s.subs[n][c] = struct{}{}
-	return c, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		delete(s.subs[n], c)
-		if len(s.subs[n]) == 0 {
-			delete(s.subs, n)
-		}
-	}, nil
+	c, stop := d.s.listen(d.s.subs, name{r.Space, r.Key})
+	return c, stop, nil
 }
 
 // Listening is true: subscribing costs no round trip in process.
@@ -184,12 +172,8 @@ func (s *lockSpace) changed(n name, e *entry) {
 	if e.empty() {
 		delete(s.locks, n)
 	}
-	for c := range s.subs[n] {
-		select {
-		case c <- struct{}{}:
-		default:
-		}
-	}
+	signal(s.subs[n])
+	signal(s.watches[n])
 }
 
 // hold is one granted hold, named by its id in its holder's set.

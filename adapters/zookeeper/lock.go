@@ -109,7 +109,7 @@ func (z *zkDriver) queue(ctx context.Context, s *session, r *driver.Request) (dr
 	if err == nil && waited {
 		err = n.takeOwnEvents(ctx, s)
 	}
-	refenced := err == nil && (waited || n.changed) && r.Space == driver.Subtree
+	refenced := err == nil && (waited || n.changed) && !driver.Leaf(r.Space, r.Key)
 	if refenced {
 		err = z.refence(ctx, s, n)
 	}
