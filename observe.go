@@ -128,8 +128,11 @@ func (ob *observer) watch(ctx context.Context) {
 	if ob.watcher == nil || ob.changed != nil {
 		return
 	}
-	if c, stop, err := ob.watcher.Watch(ctx, ob.space, ob.node); err == nil {
+	switch c, stop, err := ob.watcher.Watch(ctx, ob.space, ob.node); {
+	case err == nil:
 		ob.changed, ob.stop = c, stop
+	case errors.Is(err, driver.ErrSkip):
+		ob.watcher = nil // declined for good: read on the timer
 	}
 }
 

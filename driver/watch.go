@@ -31,7 +31,9 @@ type Watcher interface {
 	// live: each grant, release or end of a holder that the backend
 	// reports after Watch returns, and each Announce of the key, sends on
 	// changed (which buffers one signal, so several may arrive as one).
-	// stop ends them. ctx bounds the setting up.
+	// stop ends them. ctx bounds the setting up. ErrSkip declines for
+	// good (the backend has no notification to offer: MySQL, say): the
+	// observer then reads on a timer.
 	Watch(ctx context.Context, space Space, key string) (changed <-chan struct{}, stop func(), err error)
 }
 

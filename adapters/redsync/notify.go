@@ -64,11 +64,15 @@ func (d *redlock) read(m *master) {
 		switch msg := msg.(type) {
 		case *goredis.Message:
 			if n, ok := d.nameOfChannel(msg.Channel); ok {
-				d.heard(n, msg.Payload)
+				d.watches.signal(n)
+				if msg.Payload != announcement {
+					d.heard(n, msg.Payload)
+				}
 			}
 		case *goredis.Subscription:
 			if confirmed {
 				d.hub.NotifyAll()
+				d.watches.signalAll()
 			}
 			confirmed = true
 			d.setLive(m, true)
@@ -141,9 +145,18 @@ const subscribeTimeout = time.Second
 // every release publishes on a quorum of masters, and two quorums share a
 // master, so no release after it returns goes unheard.
 func (n notifier) Subscribe(ctx context.Context, key string) error {
-	d := n.d
+	n.d.news.watch(key)
+	err := n.d.subscribed(ctx)
+	if err != nil {
+		n.d.news.forget(key)
+	}
+	return err
+}
+
+// subscribed starts the masters' subscriptions if need be, and returns once
+// a quorum of them is live.
+func (d *redlock) subscribed(ctx context.Context) error {
 	d.listen()
-	d.news.watch(key)
 	ctx, cancel := context.WithTimeout(ctx, max(d.cfg.nodeTimeout, subscribeTimeout))
 	defer cancel()
 	for {
@@ -154,7 +167,6 @@ func (n notifier) Subscribe(ctx context.Context, key string) error {
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			d.news.forget(key)
 			return locker.Unavailable(fmt.Errorf("redlock: fewer than %d of %d masters confirmed the subscription: %w",
 				d.quorum, len(d.masters), ctx.Err()))
 		}

@@ -92,6 +92,7 @@ type redlock struct {
 	quorum  int
 	hub     *wait.Hub
 	news    news
+	watches watches // Watch's signals (watch.go)
 	counted atomic.Uint64  // largest fence counter seen on any master
 	stamped atomic.Int64   // the last waiter's stamp (nextStamp)
 	bg      sync.WaitGroup // background retries
@@ -107,6 +108,8 @@ var (
 	_ driver.Batcher    = (*redlock)(nil)
 	_ driver.Notifier   = (*redlock)(nil)
 	_ driver.Admin      = (*redlock)(nil)
+	_ driver.Watcher    = (*redlock)(nil)
+	_ driver.Announcer  = (*redlock)(nil)
 )
 
 // New returns a Locker over clients, one per independent master: an odd

@@ -1,0 +1,65 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
+	"github.com/locker-go/locker/internal/testenv"
+)
+
+// A watch on an election hears its leader's grant and resignation, which
+// the Locker announces: on one server by PUBLISH, on a slotted cluster by
+// SPUBLISH in the election's slot.
+func TestWatchHearsAnnouncements(t *testing.T) {
+	cluster := &redisDriver{prefix: "locker-watch-test:"}
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{
+		Addrs: strings.Split(testenv.URL(t, "LOCKER_TEST_REDIS_CLUSTER").Host, ","), DialTimeout: time.Second,
+	})
+	t.Cleanup(func() { cc.Close() })
+	cluster.client = cc
+	cluster.sub = newSubscriber(cc, cluster.wakePrefix(), &cluster.Log)
+	cluster.shards = &shards{cc: cc, sub: cluster.sub, subs: map[string]*shardSub{}}
+	cluster.sub.sharded = true
+	for name, d := range map[string]*redisDriver{"server": testDriver(t), "cluster": cluster} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			election := "e-" + rand.Text()
+			changed, stop, err := d.Watch(ctx, driver.Subtree, election+"/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stop()
+			l := locker.New(d)
+			lead, err := locker.Campaign(ctx, l, election)
+			if err != nil {
+				t.Fatal(err)
+			}
+			heard(t, changed, "the leader's grant")
+			if err := lead.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			heard(t, changed, "the leader's resignation")
+			stop()
+			if err := d.Announce(ctx, driver.Subtree, election+"/"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// heard waits for a signal on changed, for at most 5 s.
+func heard(t *testing.T, changed <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no signal within 5s of %s", what)
+	}
+}

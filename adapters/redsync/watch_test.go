@@ -1,0 +1,58 @@
+package redsync
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
+)
+
+// A watch on an election hears its leader's grant and resignation (the
+// Locker's announcements, on a quorum of masters), from another Locker;
+// waiters on the election take no announcement for a release.
+func TestWatchHearsAnnouncements(t *testing.T) {
+	ctx := context.Background()
+	watcher, _ := plainLocker(t)
+	leader, _ := plainLocker(t)
+	election := uniqueKey(t, "e")
+	changed, stop, err := watcher.redlock.Watch(ctx, driver.Subtree, election+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	lead, err := locker.Campaign(ctx, leader.Locker, election)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heard(t, changed, "the leader's grant")
+	next := make(chan locker.Lease, 1)
+	go func() {
+		l, _ := locker.Campaign(ctx, watcher.Locker, election)
+		next <- l
+	}()
+	if err := lead.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	heard(t, changed, "the leader's resignation")
+	select {
+	case l := <-next:
+		if l == nil || l.Fence() <= lead.Fence() {
+			t.Fatalf("the next candidate's lease = %v; want a term above %d", l, lead.Fence())
+		}
+		_ = l.Unlock(ctx)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting candidate did not lead within 5s of the resignation")
+	}
+}
+
+// heard waits for a signal on changed, for at most 5 s.
+func heard(t *testing.T, changed <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no signal within 5s of %s", what)
+	}
+}
