@@ -244,8 +244,11 @@ func modeName(in locker.LockInfo) string {
 	if in.Mode == locker.ModeShared {
 		m = "shared"
 	}
-	if in.Space == locker.SpaceSubtree {
+	switch in.Space {
+	case locker.SpaceSubtree:
 		m = "subtree " + m
+	case locker.SpaceElection:
+		m = "leader" // an election's (locker elect)
 	}
 	return m
 }

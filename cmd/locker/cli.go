@@ -112,6 +112,23 @@ LOCKER_KEY. Without "--", flags end at KEY and the command follows it.`,
 		flags: func(fs *flag.FlagSet) { runFlags(fs, new(runOpts)) },
 		run:   e.run,
 	}, {
+		use:   "elect [flags] NAME -- CMD [ARGS...]",
+		short: "Run CMD while this process leads the election NAME; campaign again when leadership is lost",
+		long: `Elect campaigns for NAME and runs CMD while it leads, as run does with a
+key: CMD sees LOCKER_FENCE, the term (higher for every new leader, for
+downstream writes to check). If leadership is lost, CMD is stopped (SIGTERM,
+then SIGKILL after --grace) and locker campaigns again, unless --once
+(then it exits 70). CMD exiting by itself resigns, and locker exits with
+its code. Election names are apart from keys: "locker run NAME" does not
+meet them.`,
+		example: `  locker elect scheduler -- ./scheduler
+  locker elect --label "$(hostname):8080" --ttl 10s api/leader -- ./serve --primary`,
+		flags: func(fs *flag.FlagSet) { electFlags(fs, new(electOpts)) },
+		run:   e.elect,
+	}, {
+		use: "observe [flags] NAME", short: "Print the leader of the election NAME, then each change, until interrupted",
+		flags: admin(observeFlags), run: e.observe,
+	}, {
 		use: "status [flags] KEY", short: "Show who holds KEY (exit 1 if nobody does)",
 		flags: admin(statusFlags), run: e.status,
 	}, {

@@ -12,7 +12,7 @@ import (
 type lockOut struct {
 	Key     string      `json:"key"`
 	Mode    string      `json:"mode"`  // "exclusive" or "shared"
-	Space   string      `json:"space"` // "key", or "subtree" for the path of a subtree lock
+	Space   string      `json:"space"` // "key", "subtree" for the path of a subtree lock, "election" for an election's name
 	Waiters int         `json:"waiters"`
 	Holders []holderOut `json:"holders"`
 }
@@ -33,8 +33,11 @@ func lockJSON(in locker.LockInfo) lockOut {
 	if in.Mode == locker.ModeShared {
 		out.Mode = "shared"
 	}
-	if in.Space == locker.SpaceSubtree {
+	switch in.Space {
+	case locker.SpaceSubtree:
 		out.Space = "subtree"
+	case locker.SpaceElection:
+		out.Space = "election"
 	}
 	for _, h := range in.Holders {
 		ho := holderOut{Owner: h.Owner, Label: h.Label, Fence: h.Fence, Holds: h.Holds}

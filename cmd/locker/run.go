@@ -32,6 +32,7 @@ type runArgs struct {
 	cmd     []string
 	opts    []locker.Option
 	try     bool
+	elect   bool // keys[0] is an election's name, taken by Campaign (locker elect)
 	wait    time.Duration
 	grace   time.Duration
 	verbose bool // log the lease's rare events (-v)
@@ -202,6 +203,13 @@ func (e env) take(ctx context.Context, a runArgs) ([]locker.Lease, *backend, err
 		return nil, nil, err
 	}
 	lock := func(ctx context.Context) ([]locker.Lease, error) {
+		if a.elect {
+			lead, err := locker.Campaign(ctx, b, a.keys[0], a.opts...)
+			if err != nil {
+				return nil, err
+			}
+			return []locker.Lease{lead}, nil
+		}
 		if a.try {
 			return locker.TryLockAll(ctx, b, a.keys, a.opts...)
 		}
@@ -247,7 +255,7 @@ func quoteKeys(keys []string) string {
 // holderOf describes who holds the first held key, for messages; best effort.
 func holderOf(ctx context.Context, b *backend, a runArgs) string {
 	adm, ok := b.Locker.(locker.Admin)
-	if !ok {
+	if !ok || a.elect {
 		return ""
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
