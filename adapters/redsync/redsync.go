@@ -92,7 +92,7 @@ type redlock struct {
 	quorum  int
 	hub     *wait.Hub
 	news    news
-	watches watches // Watch's signals (watch.go)
+	watches watches        // Watch's signals (watch.go)
 	counted atomic.Uint64  // largest fence counter seen on any master
 	stamped atomic.Int64   // the last waiter's stamp (nextStamp)
 	bg      sync.WaitGroup // background retries
