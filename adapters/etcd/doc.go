@@ -26,6 +26,12 @@
 // entry whose removal fails is retried by a background sweep until it is
 // gone or the Locker closes.
 //
+// Watch (driver.Watcher, for locker.Observe) is an etcd watch of the key's
+// queue prefix, live once etcd confirms it: every grant, release and
+// lease expiry writes or deletes an entry there, so no announcement is
+// needed; a watch that breaks (a compaction) is set up again with backoff
+// and then signals.
+//
 // # Leases
 //
 // Locks with keep-alive on share one etcd lease per Locker and TTL (in

@@ -51,7 +51,7 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 func WithCloseClient() Option { return func(c *config) { c.owned = true } }
 
 // etcdDriver is the driver.Driver (and driver.Admin, Batcher,
-// BatchRefresher, FenceFloorer, ModeKeeper) over one etcd client.
+// BatchRefresher, FenceFloorer, ModeKeeper, Watcher) over one etcd client.
 // It queues waiters itself, so it needs no driver.Notifier.
 type etcdDriver struct {
 	config
