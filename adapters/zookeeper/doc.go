@@ -44,6 +44,12 @@
 // first raise moves (it writes the queue's nodes), and with the key's
 // offset as of the call: after a raise, it shows above the holder's.
 //
+// Watch (driver.Watcher, for locker.Observe) keeps a children watch on
+// the key node through the Locker's first session, set again after each
+// event (an exists-watch while the node is missing or reaped): every
+// grant, release and expired holder changes its children, so the Locker
+// needs no announcements of its own.
+//
 // # Sessions and TTLs
 //
 // A lock node lives as long as its session: a crashed holder's key is

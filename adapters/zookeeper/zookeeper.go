@@ -81,12 +81,17 @@ type zkDriver struct {
 	minS, maxS time.Duration            // the server's session timeout bounds, once learned
 	holds      map[*hold]struct{}       // held nodes of this Locker, for loss and Close
 	orphans    map[string]chan struct{} // nodes being deleted in the background; closed when done
+
+	// parked (guarded by mu): by key node, the watch that a stopped Watch
+	// left set, for the next Watch of the node to take over (watch.go)
+	parked map[string]<-chan zk.Event
 	driver.Log
 }
 
 var (
-	_ driver.Driver = (*zkDriver)(nil)
-	_ driver.Admin  = (*zkDriver)(nil)
+	_ driver.Driver  = (*zkDriver)(nil)
+	_ driver.Admin   = (*zkDriver)(nil)
+	_ driver.Watcher = (*zkDriver)(nil)
 )
 
 // New returns a Locker over conn, a connection made with zk.Connect: one
