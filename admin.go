@@ -44,8 +44,10 @@ type (
 const (
 	ModeExclusive = driver.Exclusive
 	ModeShared    = driver.Shared
-	SpacePlain    = driver.Plain
-	SpaceSubtree  = driver.Subtree
+	// ModeLimited is a semaphore's (Limit): LockInfo.Limit is its n.
+	ModeLimited  = driver.Limited
+	SpacePlain   = driver.Plain
+	SpaceSubtree = driver.Subtree
 	// SpaceElection holds elections (Campaign): Key is the election's name.
 	SpaceElection = driver.Election
 )

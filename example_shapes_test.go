@@ -90,3 +90,28 @@ func ExampleLockAll() {
 	// holding account/7
 	// holding account/3
 }
+
+// At most two holders of "payments" at once: a third is refused (or, with
+// Lock, waits) until one leaves.
+func ExampleLimit() {
+	ctx := context.Background()
+	l, err := locker.Open(ctx, "mem://limit-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+
+	a, _ := l.Lock(ctx, "payments", locker.Limit(2))
+	b, _ := l.Lock(ctx, "payments", locker.Limit(2))
+	_, err = l.TryLock(ctx, "payments", locker.Limit(2))
+	fmt.Println("third refused:", errors.Is(err, locker.ErrLocked))
+
+	a.Unlock(ctx)
+	c, _ := l.TryLock(ctx, "payments", locker.Limit(2))
+	fmt.Println("third after one left, fenced above:", c.Fence() > b.Fence())
+	b.Unlock(ctx)
+	c.Unlock(ctx)
+	// Output:
+	// third refused: true
+	// third after one left, fenced above: true
+}

@@ -101,8 +101,12 @@ type Options struct {
 	FenceFloor uint64
 	// Label describes the holder for operators: see WithLabel.
 	Label string
+	// Limit is the n of Limit(n): at most n leases hold the key at once
+	// (0: not a semaphore; 1: exclusive).
+	Limit int
 
 	election bool // the key is an election's name: see Campaign
+	limited  bool // Limit was given (Limit(0) is invalid, not unset)
 }
 
 // Option configures one Lock or TryLock call.
@@ -155,6 +159,9 @@ func Resolve(key string, opts ...Option) (Options, error) {
 		return Options{}, err
 	}
 	if err := checkElection(key, o); err != nil {
+		return Options{}, err
+	}
+	if err := checkLimit(o); err != nil {
 		return Options{}, err
 	}
 	if o.TTL <= 0 || o.TTL > MaxTTL {

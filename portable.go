@@ -38,6 +38,7 @@ func New(d driver.Driver, opts ...ClientOption) Locker {
 		p.set.renew = newRenewer(b, p.set)
 	}
 	_, p.modes = d.(driver.ModeKeeper)
+	_, p.limits = d.(driver.Limiter)
 	if a, ok := d.(driver.Admin); ok {
 		return &adminLocker{portable: p, admin: a}
 	}
@@ -51,6 +52,7 @@ type portable struct {
 	batcher   driver.Batcher      // nil if d takes keys one at a time
 	floorer   driver.FenceFloorer // nil if d cannot keep fences above a floor
 	modes     bool                // d is a driver.ModeKeeper
+	limits    bool                // d is a driver.Limiter
 	set       *leaseSet
 	reentries *reentries // holds re-entered through this Locker (driver.Reenterer)
 }
@@ -100,10 +102,14 @@ func (p *portable) call(ctx context.Context, key string, opts []Option, wait boo
 
 // request is one driver request of a call with options o.
 func (p *portable) request(space driver.Space, key string, mode driver.Mode, o Options, wait bool) *driver.Request {
-	return &driver.Request{
+	r := &driver.Request{
 		Key: key, Owner: storedOwner(o), Mode: mode, Space: space, Reentrant: o.StableOwner, ID: rand.Text(),
 		TTL: o.TTL, KeepAlive: o.KeepAlive, Wait: wait, Floor: o.FenceFloor,
 	}
+	if mode == driver.Limited {
+		r.Limit = o.Limit
+	}
+	return r
 }
 
 // mode is the driver mode of a key with options o (of a subtree path's
@@ -113,6 +119,8 @@ func (p *portable) mode(o Options, intent bool) driver.Mode {
 	switch {
 	case !p.modes:
 		return driver.Exclusive
+	case p.limited(o):
+		return driver.Limited
 	case intent && o.Shared:
 		return driver.IntentShared
 	case intent:

@@ -79,6 +79,9 @@ func Checks() []Check {
 		check("ElectionOneLeader", checkElectionOneLeader),
 		check("ElectionObserve", checkElectionObserve),
 		check("ElectionLeaderCrash", checkElectionLeaderCrash),
+		check("Limit", checkLimit),
+		check("LimitContention", checkLimitContention),
+		check("LimitAfterCrash", checkLimitAfterCrash),
 	}
 }
 

@@ -68,6 +68,9 @@ type Request struct {
 	// Queue is set once the call listens for notifications (Notifier): a
 	// refused attempt may then take, and keep, a place in the key's queue.
 	Queue bool
+	// Limit is the n of a Limited request (locker.Limit): at most n
+	// holders (a Limiter's concern; 0 in every other request).
+	Limit int
 	// Floor, if not zero, is a fence the grant must exceed if it is a new
 	// grant of the key (a FenceFloorer's concern: the portable Locker
 	// sends it to no other driver).
@@ -227,12 +230,14 @@ type LockInfo struct {
 	Expires time.Time
 	// Waiters is the number of queued waiters, where the backend queues.
 	Waiters int
-	// Mode is Exclusive, or Shared: then Owner, Fence, Holds and Expires
-	// are those of the holder with the lowest fence, and Holders lists
-	// every one.
+	// Mode is Exclusive, Shared or Limited: for the last two Owner,
+	// Fence, Holds and Expires are those of the holder with the lowest
+	// fence, and Holders lists every one.
 	Mode Mode
 	// Space is the key's: Subtree for a subtree lock on the path Key.
 	Space Space
+	// Limit is a Limited key's n: at most n holders (locker.Limit).
+	Limit int
 	// Holders lists the holders of a Shared lock, by fence; drivers may
 	// leave it nil for an Exclusive one (the Locker fills it in).
 	Holders []Holder

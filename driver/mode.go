@@ -58,6 +58,8 @@ func (m Mode) String() string {
 		return "IS"
 	case IntentExclusive:
 		return "IX"
+	case Limited:
+		return "L"
 	}
 	return "invalid mode"
 }

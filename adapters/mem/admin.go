@@ -12,19 +12,23 @@ import (
 	"github.com/locker-go/locker/driver"
 )
 
-// info describes n's Shared or Exclusive holders, if it has any live.
+// info describes n's Shared, Exclusive or Limited holders, if it has any
+// live.
 // Callers hold s.mu.
 func (s *lockSpace) info(n name, e *entry, now time.Time) (locker.LockInfo, bool) {
 	in := locker.LockInfo{Key: n.key, Space: n.space, Mode: driver.Shared}
-	for _, m := range []driver.Mode{driver.Exclusive, driver.Shared} {
+	for _, m := range []driver.Mode{driver.Exclusive, driver.Shared, driver.Limited} {
 		for _, hd := range e.holders[m] {
 			if now.Before(hd.expires) {
 				in.Holders = append(in.Holders, driver.Holder{Owner: hd.owner, Fence: hd.fence, Holds: len(hd.holds), Expires: hd.expires})
-				if m == driver.Exclusive {
-					in.Mode = driver.Exclusive
+				if m != driver.Shared {
+					in.Mode = m
 				}
 			}
 		}
+	}
+	if in.Mode == driver.Limited {
+		in.Limit = e.limit
 	}
 	if len(in.Holders) == 0 {
 		return in, false
@@ -32,7 +36,7 @@ func (s *lockSpace) info(n name, e *entry, now time.Time) (locker.LockInfo, bool
 	slices.SortFunc(in.Holders, func(a, b driver.Holder) int { return cmp.Compare(a.Fence, b.Fence) })
 	first := in.Holders[0]
 	in.Owner, in.Fence, in.Holds, in.Expires = first.Owner, first.Fence, first.Holds, first.Expires
-	for _, m := range driver.Modes {
+	for _, m := range modes {
 		for _, w := range e.queue[m] {
 			if now.Before(w.expires) {
 				in.Waiters++
@@ -67,7 +71,7 @@ func (d *memDriver) List(_ context.Context, prefix string) ([]locker.LockInfo, e
 	return list, nil
 }
 
-// ForceUnlock drops key's Shared and Exclusive holders.
+// ForceUnlock drops key's Shared, Exclusive and Limited holders.
 func (d *memDriver) ForceUnlock(_ context.Context, space driver.Space, key string) error {
 	d.s.mu.Lock()
 	defer d.s.mu.Unlock()
@@ -79,6 +83,7 @@ func (d *memDriver) ForceUnlock(_ context.Context, space driver.Space, key strin
 	_, held := d.s.info(n, e, time.Now())
 	clear(e.holders[driver.Exclusive])
 	clear(e.holders[driver.Shared])
+	clear(e.holders[driver.Limited])
 	d.s.changed(n, e)
 	if !held {
 		return fmt.Errorf("%w: %q is free", locker.ErrNotHeld, key)
@@ -97,7 +102,7 @@ func (s *lockSpace) count(prefix string) int {
 		if !strings.HasPrefix(n.key, prefix) {
 			continue
 		}
-		for _, m := range driver.Modes {
+		for _, m := range modes {
 			for _, hd := range e.holders[m] {
 				if now.Before(hd.expires) {
 					c++

@@ -16,9 +16,13 @@ import (
 // entry is one key's holders, by mode and owner, and its queue, by mode in
 // arrival order. It is dropped once both are empty.
 type entry struct {
-	holders [len(driver.Modes)]map[string]*holder
-	queue   [len(driver.Modes)][]*waiter
+	holders [len(modes)]map[string]*holder
+	queue   [len(modes)][]*waiter
+	limit   int // the Limit of its Limited holders (driver.Limiter)
 }
+
+// modes are the modes this driver keeps: the matrix's and Limited.
+var modes = [...]driver.Mode{driver.Exclusive, driver.Shared, driver.IntentShared, driver.IntentExclusive, driver.Limited}
 
 // holder is one owner's hold of a key in one mode: its hold ids (one per
 // lease, re-entry adding more), fence and expiry.
@@ -61,7 +65,7 @@ func (s *lockSpace) decide(r *driver.Request, now time.Time) (verdict, error) {
 	if e == nil {
 		return verdict{ok: true}, nil
 	}
-	for _, m := range driver.Modes { // 1, 2: re-entry, or a mismatch
+	for _, m := range modes { // 1, 2: re-entry, or a mismatch
 		hd := e.live(m, r.Owner, now)
 		switch {
 		case hd == nil:
@@ -71,11 +75,17 @@ func (s *lockSpace) decide(r *driver.Request, now time.Time) (verdict, error) {
 			return verdict{}, fmt.Errorf("%w: owner %q holds %q as %v, asks for %v", locker.ErrModeMismatch, r.Owner, r.Key, m, r.Mode)
 		}
 	}
+	if err := e.limitMismatch(r, now); err != nil {
+		return verdict{}, err
+	}
 	mine := ^uint64(0) // not queued: after every waiter
 	if w := e.waiter(r.ID); w != nil {
 		mine = w.arrived
 	}
-	for _, m := range driver.Modes { // 3: compatible with holders and earlier waiters
+	if r.Mode == driver.Limited {
+		return s.decideLimited(e, r, now, mine), nil
+	}
+	for _, m := range modes { // 3: compatible with holders and earlier waiters
 		if r.Mode.Compatible(m) {
 			continue
 		}
@@ -115,6 +125,9 @@ func (s *lockSpace) apply(r *driver.Request, v verdict, now time.Time) driver.Gr
 		s.locks[n] = e
 	}
 	e.leave(r.ID)
+	if r.Mode == driver.Limited {
+		e.limit = r.Limit
+	}
 	hd := v.join
 	if hd == nil {
 		s.fence = max(s.fence, r.Floor) + 1

@@ -241,8 +241,11 @@ func spaceOpts(subtree bool) []locker.Option {
 // modeName is how a lock is held: exclusive or shared, of a key or a subtree.
 func modeName(in locker.LockInfo) string {
 	m := "exclusive"
-	if in.Mode == locker.ModeShared {
+	switch in.Mode {
+	case locker.ModeShared:
 		m = "shared"
+	case locker.ModeLimited:
+		m = fmt.Sprintf("limit %d", in.Limit)
 	}
 	switch in.Space {
 	case locker.SpaceSubtree:

@@ -55,7 +55,7 @@ func exitCodeOf(err error) int {
 	case errors.As(err, &ue),
 		errors.Is(err, locker.ErrUnknownScheme), errors.Is(err, locker.ErrInvalidURL),
 		errors.Is(err, locker.ErrInvalidKey), errors.Is(err, locker.ErrInvalidTTL),
-		errors.Is(err, locker.ErrInvalidOwner):
+		errors.Is(err, locker.ErrInvalidOwner), errors.Is(err, locker.ErrInvalidOption):
 		return exitUsage
 	case errors.Is(err, locker.ErrUnavailable):
 		return exitUnavailable

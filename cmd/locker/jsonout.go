@@ -11,8 +11,9 @@ import (
 // an operator's script reads, named as the table's columns are.
 type lockOut struct {
 	Key     string      `json:"key"`
-	Mode    string      `json:"mode"`  // "exclusive" or "shared"
-	Space   string      `json:"space"` // "key", "subtree" for the path of a subtree lock, "election" for an election's name
+	Mode    string      `json:"mode"`            // "exclusive", "shared" or "limit"
+	Limit   int         `json:"limit,omitempty"` // a limit's N (locker run --limit)
+	Space   string      `json:"space"`           // "key", "subtree" for the path of a subtree lock, "election" for an election's name
 	Waiters int         `json:"waiters"`
 	Holders []holderOut `json:"holders"`
 }
@@ -30,8 +31,11 @@ type holderOut struct {
 // lockJSON is in as lockOut.
 func lockJSON(in locker.LockInfo) lockOut {
 	out := lockOut{Key: in.Key, Mode: "exclusive", Space: "key", Waiters: in.Waiters, Holders: []holderOut{}}
-	if in.Mode == locker.ModeShared {
+	switch in.Mode {
+	case locker.ModeShared:
 		out.Mode = "shared"
+	case locker.ModeLimited:
+		out.Mode, out.Limit = "limit", in.Limit
 	}
 	switch in.Space {
 	case locker.SpaceSubtree:

@@ -72,6 +72,7 @@ type runOpts struct {
 	try, verbose     bool
 	shared, subtree  bool
 	shell, label     string
+	limit            int
 }
 
 // runFlags defines run's flags on fs.
@@ -83,6 +84,7 @@ func runFlags(fs *flag.FlagSet, f *runOpts) {
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "after SIGTERM on lease loss, SIGKILL CMD if it still runs")
 	fs.BoolVar(&f.shared, "shared", false, "take the keys shared (read locks): many shared holders at once, or one exclusive")
 	fs.BoolVar(&f.subtree, "subtree", false, "each KEY is a '/'-separated path: lock it and every path below it")
+	fs.IntVar(&f.limit, "limit", 0, "a counting semaphore: up to `N` holders of KEY at once (every holder must give the same N)")
 	fs.StringVar(&f.label, "label", "", "describe the holder to `locker status` (default: user@host pid N: CMD)")
 	fs.BoolVar(&f.verbose, "v", false, "log to stderr what happens to the lease: renewals that failed and were retried, its loss and why")
 	fs.StringVar(&f.shell, "c", "", "run the shell `command` with sh -c instead of CMD, as flock(1) does: locker run -c 'CMD' KEY")
@@ -111,6 +113,8 @@ func parseRun(args []string) (runArgs, error) {
 		return a, usageErrorf("run: no command to run: locker run KEY [KEY...] -- CMD [ARGS...]")
 	case f.try && f.wait > 0:
 		return a, usageErrorf("run: --try and --wait exclude each other")
+	case isSet(fs, "limit") && (f.shared || f.subtree):
+		return a, usageErrorf("run: --limit does not combine with --shared or --subtree")
 	case f.wait < 0 || f.grace < 0:
 		return a, usageErrorf("run: --wait and --grace must not be negative")
 	case f.ttl > 0 && f.ttl < minRunTTL:
@@ -128,6 +132,9 @@ func parseRun(args []string) (runArgs, error) {
 	}
 	if f.subtree {
 		a.opts = append(a.opts, locker.Subtree())
+	}
+	if isSet(fs, "limit") {
+		a.opts = append(a.opts, locker.Limit(f.limit))
 	}
 	for _, k := range a.keys { // bad keys or TTL: fail before touching the backend
 		if _, err := locker.Resolve(k, a.opts...); err != nil {

@@ -191,3 +191,14 @@ func assertPrivateDB(t *testing.T, dir string) {
 		t.Errorf("the SQLite database: %v", err)
 	}
 }
+
+// --limit N makes KEY a semaphore; bad values are usage errors. (The
+// embedded SQLite keeps no limits yet: there a limit is exclusive.)
+func TestRunLimitFlag(t *testing.T) {
+	t.Parallel()
+	env := testEnv(t)
+	key := uniqueKey(t)
+	cli(t, env, "run", "--limit", "0", key, "--", "true").want(t, exitUsage, "--limit 0")
+	cli(t, env, "run", "--limit", "2", "--shared", key, "--", "true").want(t, exitUsage, "--limit with --shared")
+	cli(t, env, "run", "--limit", "2", key, "--", "true").want(t, 0, "--limit 2")
+}
