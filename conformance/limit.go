@@ -116,13 +116,18 @@ func (e *env) limitRefusals(l locker.Locker, key string) {
 // at its start, and every client served.
 func checkLimitContention(e *env) error {
 	key := e.prefix + "k"
-	ls, err := e.clientsN(50)
+	ls, err := e.clientsN(2)
 	if err != nil {
 		return err
 	}
 	if err := e.limitKept(ls[0], ls[1], e.prefix+"kept"); err != nil {
 		return err
 	}
+	more, err := e.clientsN(48)
+	if err != nil {
+		return err
+	}
+	ls = append(ls, more...)
 	var (
 		holding, most atomic.Int32
 		mu            sync.Mutex
