@@ -16,7 +16,7 @@ import (
 	"github.com/locker-go/locker/internal/rediskey"
 )
 
-// Status returns the S and X holders of key in space, or ErrNotHeld.
+// Status returns the S, X or L holders of key in space, or ErrNotHeld.
 func (d *redisDriver) Status(ctx context.Context, space driver.Space, key string) (locker.LockInfo, error) {
 	k := d.keys(space, key)
 	v, err := statusScript.Run(ctx, d.client, k[:3]).Slice()
@@ -24,19 +24,23 @@ func (d *redisDriver) Status(ctx context.Context, space driver.Space, key string
 		return locker.LockInfo{}, backendErr(ctx, err)
 	}
 	info := locker.LockInfo{Key: key, Space: space, Mode: driver.Shared}
-	if len(v) > 0 {
-		info.Waiters = int(v[0].(int64))
+	limit := 0
+	if len(v) > 1 {
+		info.Waiters, limit = int(v[0].(int64)), int(v[1].(int64))
 	}
 	now := time.Now()
-	for i := 1; i+4 < len(v); i += 5 {
+	for i := 2; i+4 < len(v); i += 5 {
 		m, owner, fence, holds, left := v[i].(int64), v[i+1].(string), v[i+2].(int64), v[i+3].(int64), v[i+4].(int64)
-		if driver.Mode(m) == driver.Exclusive {
-			info.Mode = driver.Exclusive
+		if driver.Mode(m) != driver.Shared {
+			info.Mode = driver.Mode(m)
 		}
 		info.Holders = append(info.Holders, driver.Holder{Owner: owner, Fence: uint64(fence), Holds: int(holds), Expires: now.Add(time.Duration(left) * time.Millisecond)})
 	}
 	if len(info.Holders) == 0 {
 		return locker.LockInfo{}, fmt.Errorf("%w: %q is free", locker.ErrNotHeld, key)
+	}
+	if info.Mode == driver.Limited {
+		info.Limit = limit
 	}
 	slices.SortFunc(info.Holders, func(a, b driver.Holder) int { return cmp.Compare(a.Fence, b.Fence) })
 	first := info.Holders[0]
@@ -85,8 +89,8 @@ func (d *redisDriver) scan(ctx context.Context, match string) ([]string, error) 
 	return keys, scan(ctx, d.client)
 }
 
-// ForceUnlock drops key's S and X holders whoever they are and wakes its
-// waiters. The holders find out at their next refresh (within TTL/3 with
+// ForceUnlock drops key's S, X and L holders whoever they are and wakes
+// its waiters. The holders find out at their next refresh (within TTL/3 with
 // keep-alive).
 func (d *redisDriver) ForceUnlock(ctx context.Context, space driver.Space, key string) error {
 	n, err := forceScript.Run(ctx, d.client, d.keys(space, key), d.wake(space, key)).Int()

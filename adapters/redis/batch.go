@@ -16,11 +16,19 @@ import (
 // AcquireBatch runs the batch script once: every request granted, or none
 // (see batchScript). On a cluster whose prefix has no hash tag the keys lie
 // in several slots, which one script cannot reach: it declines
-// (driver.ErrSkip), and the Locker takes them one by one.
+// (driver.ErrSkip), and the Locker takes them one by one; so it does Limited
+// requests of several Limits (the script takes one).
 func (d *redisDriver) AcquireBatch(ctx context.Context, rs []*driver.Request) ([]driver.Grant, error) {
 	spaces, names := make([]driver.Space, len(rs)), make([]string, len(rs))
+	limit := 0
 	for i, r := range rs {
 		spaces[i], names[i] = r.Space, r.Key
+		if r.Mode == driver.Limited {
+			if limit != 0 && r.Limit != limit {
+				return nil, driver.ErrSkip
+			}
+			limit = r.Limit
+		}
 	}
 	if !d.sameSlot(spaces, names) {
 		return nil, driver.ErrSkip
@@ -30,7 +38,7 @@ func (d *redisDriver) AcquireBatch(ctx context.Context, rs []*driver.Request) ([
 	}
 	ttl := max(rs[0].TTL.Milliseconds(), 1)
 	keys := []string{d.fenceKey(rs[0].Space, rs[0].Key)}
-	args := []any{rs[0].Owner, ttl}
+	args := []any{rs[0].Owner, ttl, limit}
 	calls := make([]string, len(rs))
 	for i, r := range rs {
 		calls[i] = d.sub.token(r.ID)
@@ -45,6 +53,8 @@ func (d *redisDriver) AcquireBatch(ctx context.Context, rs []*driver.Request) ([
 	switch res[0] {
 	case -1:
 		return nil, mismatch(rs[res[1]-1], res[2])
+	case -2:
+		return nil, limitMismatch(rs[res[1]-1], res[2], res[3])
 	case 0:
 		gs[res[1]-1].Retry = time.Duration(res[2]) * time.Millisecond
 		return gs, nil

@@ -29,6 +29,16 @@
 // them go in one (driver.Batcher); on a Cluster, only where the prefix has
 // a hash tag (one script cannot reach several slots).
 //
+// Semaphores (locker.Limit, driver.Limiter) are a fifth mode, Limited, in
+// the same scripts: its holders are counted as the others', the key keeps
+// their n while it has any, and a Limited request is granted while the
+// holders and the Limited waiters queued before it are fewer than n; any
+// other mode or n meets ErrModeMismatch, whoever the owner. A release hands
+// its slot to the first Limited waiter (and, the last, the slots left to
+// the next ones), as it hands an exclusive key over. A client of an earlier
+// version does not see Limited holders: use Limit on a prefix once every
+// client of it is of this version.
+//
 // The stored layout of a lock changed with modes (a hash, no longer a
 // string): a client of an earlier version meeting a lock of this one, or
 // the reverse, fails with Redis's WRONGTYPE error rather than misreading
@@ -205,6 +215,12 @@ func (d *redisDriver) wakePrefix() string { return d.prefix + "w:" }
 // KeepsModes declares that the scripts grant by driver.ModeKeeper's rule.
 func (d *redisDriver) KeepsModes() {}
 
+// KeepsLimits declares that the scripts grant Limited requests by
+// driver.Limiter's rule (see limit in scripts.go).
+func (d *redisDriver) KeepsLimits() {}
+
+var _ driver.Limiter = (*redisDriver)(nil)
+
 // place is r's token in its key's queue once it listens (r.Queue), else
 // "": its hold's id and its mode.
 func (d *redisDriver) place(r *driver.Request) string {
@@ -239,13 +255,15 @@ func (d *redisDriver) Acquire(ctx context.Context, r *driver.Request) (driver.Gr
 	if r.Mode == driver.Exclusive {
 		script = exclusiveScript
 	}
-	res, err := script.Run(ctx, d.client, keys, r.Owner, int(r.Mode), ttl, call, d.place(r)).Int64Slice()
+	res, err := script.Run(ctx, d.client, keys, r.Owner, int(r.Mode), ttl, call, d.place(r), r.Limit).Int64Slice()
 	if err != nil {
 		return driver.Grant{}, backendErr(ctx, err)
 	}
 	switch res[0] {
 	case -1:
 		return driver.Grant{}, mismatch(r, res[1])
+	case -2:
+		return driver.Grant{}, limitMismatch(r, res[1], res[2])
 	case 0:
 		retry := time.Duration(res[1]) * time.Millisecond // 0: expiring now
 		if r.Queue {
@@ -269,6 +287,19 @@ func (d *redisDriver) hold(r *driver.Request, call string, ttl int64) *hold {
 // mismatch is the error of r, whose owner holds its key in mode held.
 func mismatch(r *driver.Request, held int64) error {
 	return fmt.Errorf("%w: owner %q holds %q as %v, asks for %v", locker.ErrModeMismatch, r.Owner, r.Key, driver.Mode(held), r.Mode)
+}
+
+// limitMismatch is the error of r, which meets holders of its key in mode
+// held (of Limit n, if Limited) where either they or r are Limited.
+func limitMismatch(r *driver.Request, held, n int64) error {
+	asked := "as " + r.Mode.String()
+	if r.Mode == driver.Limited {
+		asked = fmt.Sprintf("by a Limit(%d)", r.Limit)
+	}
+	if driver.Mode(held) == driver.Limited {
+		return fmt.Errorf("%w: %q is held by a Limit(%d), asked for %s", locker.ErrModeMismatch, r.Key, n, asked)
+	}
+	return fmt.Errorf("%w: %q is held as %v, asked for %s", locker.ErrModeMismatch, r.Key, driver.Mode(held), asked)
 }
 
 // Abandon undoes what a failed call may have left: its place in the
