@@ -73,15 +73,15 @@ func (d *etcdDriver) attempt(ctx context.Context, r *driver.Request) (driver.Gra
 	en := &entry{d: d, r: r, name: q + rand.Text(), lease: el}
 	r.State = en
 	put := clientv3.OpPut(en.name, en.record().encode(), clientv3.WithLease(el.id))
-	if !r.Wait || r.Reentrant || r.Mode != driver.Exclusive {
+	if !r.Wait || r.Reentrant || (r.Mode != driver.Exclusive && r.Mode != driver.Limited) {
 		if g, done, err := en.tryFirst(ctx, q, put, start); done || err != nil {
 			return g, err
 		}
 	}
 	// Queue up, learning the entries before mine in the same txn: the
 	// last one (Exclusive: each excludes it), or all, to find the last
-	// one my mode is not compatible with.
-	before := clientv3.OpGet(q, append(clientv3.WithLastCreate(), clientv3.WithPrefix(), clientv3.WithKeysOnly())...)
+	// one my mode is not compatible with (or, Limited, to count them).
+	before := clientv3.OpGet(q, append(clientv3.WithLastCreate(), clientv3.WithPrefix())...)
 	if r.Mode != driver.Exclusive {
 		before = clientv3.OpGet(q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	}
@@ -91,10 +91,9 @@ func (d *etcdDriver) attempt(ctx context.Context, r *driver.Request) (driver.Gra
 	}
 	mine := resp.Header.Revision
 	en.granted(floorIn(resp, 2))
-	if pred := waitFor(kvs(resp, 0), r.Mode); pred != nil {
-		if err := en.waitTurn(ctx, mine, pred); err != nil {
-			return driver.Grant{}, err
-		}
+	if waited, err := en.queued(ctx, mine, kvs(resp, 0)); err != nil {
+		return driver.Grant{}, err
+	} else if waited {
 		start = time.Now()
 		if !driver.Leaf(r.Space, r.Key) {
 			fence, err := en.refence(ctx, mine)
@@ -105,6 +104,27 @@ func (d *etcdDriver) attempt(ctx context.Context, r *driver.Request) (driver.Gra
 		}
 	}
 	return en.take(ctx, mine, mine, start)
+}
+
+// queued follows the txn that queued en's entry (create revision mine)
+// behind before: a mismatch (rule 2) removes the entry again; else it
+// waits, if it must, until the entry holds the key. waited reports
+// whether it did.
+func (en *entry) queued(ctx context.Context, mine int64, before []*mvccpb.KeyValue) (waited bool, err error) {
+	if err := en.mismatched(ctx, mine, before); err != nil {
+		en.discard(ctx) // a dedicated lease takes the entry with it
+		en.undo(ctx)
+		en.r.State = nil // nothing left to abandon
+		return false, err
+	}
+	pred := waitFor(before, en.r)
+	switch {
+	case pred == nil:
+		return false, nil
+	case en.r.Mode == driver.Limited:
+		return true, en.waitLimit(ctx, mine, before)
+	}
+	return true, en.waitTurn(ctx, mine, pred)
 }
 
 // refence gives a subtree node granted after a wait a fence drawn now,
@@ -151,23 +171,28 @@ func (en *entry) refence(ctx context.Context, created int64) (int64, error) {
 
 // waitFor is the entry among before (the entries before a call's, all
 // of them, or the last for an Exclusive call) to wait for: the last that
-// mode excludes; nil if the call holds the key.
-func waitFor(before []*mvccpb.KeyValue, mode driver.Mode) *mvccpb.KeyValue {
-	if mode == driver.Exclusive {
+// r's mode excludes (Limited: see limitBlocker); nil if the call holds
+// the key.
+func waitFor(before []*mvccpb.KeyValue, r *driver.Request) *mvccpb.KeyValue {
+	switch r.Mode {
+	case driver.Exclusive:
 		if len(before) == 0 {
 			return nil
 		}
 		return before[len(before)-1]
+	case driver.Limited:
+		return limitBlocker(before, r.Limit)
 	}
-	return lastIncompatible(before, mode)
+	return lastIncompatible(before, r.Mode)
 }
 
 // tryFirst is the attempt of a call that may not queue: a TryLock, a
-// WithOwner call (a re-entry waits for nobody), or one in a mode that
-// other holders may share. Its entry goes in at once into an empty queue,
-// or one whose every entry its mode is compatible with (unless an entry
-// came meanwhile: then it starts over); a re-entry joins its owner's
-// holder. done is false if the call is to queue.
+// WithOwner call (a re-entry waits for nobody), or a Lock in a mode that
+// other holders may share (not Limited: a semaphore's Lock queues at
+// once). Its entry goes in at once into an empty queue, or one whose
+// every entry admits it (unless an entry came meanwhile: then it starts
+// over); a re-entry joins its owner's holder; a mismatch (rule 2) writes
+// nothing. done is false if the call is to queue.
 func (en *entry) tryFirst(ctx context.Context, q string, put clientv3.Op, start time.Time) (g driver.Grant, done bool, err error) {
 	r := en.r
 	get := clientv3.OpGet(q, append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...)
@@ -186,21 +211,18 @@ func (en *entry) tryFirst(ctx context.Context, q string, put clientv3.Op, start 
 	}
 	entries := kvs(resp, 0)
 	if r.Reentrant {
-		for i, ok := range granted(entries) {
-			rec, err := decodeRecord(entries[i].Value)
-			if !ok || err != nil || rec.Owner != r.Owner {
-				continue
-			}
-			en.discard(ctx) // a dedicated lease we turn out not to need
-			if rec.Mode != r.Mode {
-				return driver.Grant{}, true, fmt.Errorf("%w: owner %q holds %q as %v, asks for %v", locker.ErrModeMismatch, r.Owner, r.Key, rec.Mode, r.Mode)
-			}
-			g, err = en.d.reenter(ctx, r, entries[i], rec)
+		if g, done, err := en.reentry(ctx, entries); done {
 			return g, true, err
 		}
 	}
-	if r.Mode != driver.Exclusive && lastIncompatible(entries, r.Mode) == nil {
-		// Compatible with every entry: in, unless one came since the read.
+	if len(entries) > 0 {
+		if err := mismatch(r, entries[0]); err != nil {
+			en.discard(ctx)
+			return driver.Grant{}, true, err
+		}
+	}
+	if r.Mode != driver.Exclusive && waitFor(entries, r) == nil {
+		// Admitted behind every entry: in, unless one came since the read.
 		since := clientv3.Compare(clientv3.CreateRevision(q), "<", resp.Header.Revision+1).WithPrefix()
 		put, err := en.txn(ctx, []clientv3.Cmp{since}, []clientv3.Op{put, en.d.getFloor(r.Space, r.Key)})
 		switch {
@@ -217,6 +239,26 @@ func (en *entry) tryFirst(ctx context.Context, q string, put clientv3.Op, start 
 	if !r.Wait {
 		en.discard(ctx)
 		return driver.Grant{}, true, nil
+	}
+	return driver.Grant{}, false, nil
+}
+
+// reentry is rule 1 (and the same owner's rule 2) for en's call, which
+// found entries in its queue: done if the call's owner holds the key, in
+// its mode (a re-entry, granted) or another (ErrModeMismatch).
+func (en *entry) reentry(ctx context.Context, entries []*mvccpb.KeyValue) (driver.Grant, bool, error) {
+	r := en.r
+	for i, ok := range granted(entries) {
+		rec, err := decodeRecord(entries[i].Value)
+		if !ok || err != nil || rec.Owner != r.Owner {
+			continue
+		}
+		en.discard(ctx) // a dedicated lease we turn out not to need
+		if rec.Mode != r.Mode {
+			return driver.Grant{}, true, fmt.Errorf("%w: owner %q holds %q as %v, asks for %v", locker.ErrModeMismatch, r.Owner, r.Key, rec.Mode, r.Mode)
+		}
+		g, err := en.d.reenter(ctx, r, entries[i], rec)
+		return g, true, err
 	}
 	return driver.Grant{}, false, nil
 }
@@ -291,5 +333,5 @@ func (en *entry) undo(ctx context.Context) {
 
 // drop removes en's hold from its entry, whatever the entry's fence.
 func (en *entry) drop(ctx context.Context) error {
-	return en.d.dropHold(ctx, en.r.Key, en.name, record{Owner: en.r.Owner, Mode: en.r.Mode}, en.r.ID, 0)
+	return en.d.dropHold(ctx, en.r.Key, en.name, recordOf(en.r, 0), en.r.ID, 0)
 }

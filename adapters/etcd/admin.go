@@ -15,8 +15,9 @@ import (
 )
 
 // Status implements driver.Admin: the holders are the entries of key's
-// queue that hold (every entry before each is compatible with it), the
-// Shared and Exclusive ones; the others are waiters.
+// queue that hold (every entry before each is compatible with it, or for
+// a Limited one of n, Limited of its n and fewer than n), the Shared,
+// Exclusive and Limited ones; the others are waiters.
 func (d *etcdDriver) Status(ctx context.Context, space driver.Space, key string) (driver.LockInfo, error) {
 	list, err := d.list(ctx, key, space, d.queue(space, key)) // holds key's entries only
 	if err != nil || len(list) == 0 {
@@ -66,8 +67,8 @@ func (d *etcdDriver) list(ctx context.Context, key string, space driver.Space, f
 	return list, nil
 }
 
-// info describes key's queue: its Shared or Exclusive holders, each's
-// Expires from its etcd lease's TTL; ok is false if none holds.
+// info describes key's queue: its Shared, Exclusive or Limited holders,
+// each's Expires from its etcd lease's TTL; ok is false if none holds.
 func (d *etcdDriver) info(ctx context.Context, key string, space driver.Space, queue []*mvccpb.KeyValue, expiries map[int64]time.Time) (driver.LockInfo, bool) {
 	info := driver.LockInfo{Key: key, Space: space, Mode: driver.Shared}
 	for i, ok := range granted(queue) {
@@ -81,6 +82,8 @@ func (d *etcdDriver) info(ctx context.Context, key string, space driver.Space, q
 			continue
 		case mode == driver.Exclusive:
 			info.Mode = driver.Exclusive
+		case mode == driver.Limited:
+			info.Mode, info.Limit = driver.Limited, slotOf(kv).limit
 		}
 		h := driver.Holder{Fence: uint64(kv.CreateRevision), Holds: 1, Expires: d.expiry(ctx, kv.Lease, expiries)}
 		if rec, err := decodeRecord(kv.Value); err == nil {
@@ -110,9 +113,9 @@ func (d *etcdDriver) expiry(ctx context.Context, id int64, expiries map[int64]ti
 }
 
 // ForceUnlock implements driver.Admin. It deletes the holders' entries
-// (Shared and Exclusive; intention holders are no locks of their own),
-// not their etcd leases (which may carry other locks); a holder's next
-// refresh finds its entry gone and reports ErrLeaseLost, and the next
+// (Shared, Exclusive and Limited; intention holders are no locks of their
+// own), not their etcd leases (which may carry other locks); a holder's
+// next refresh finds its entry gone and reports ErrLeaseLost, and the next
 // waiter's watch fires at once.
 func (d *etcdDriver) ForceUnlock(ctx context.Context, space driver.Space, key string) error {
 	q := d.queue(space, key)

@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"crypto/rand"
+	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -16,10 +17,11 @@ var _ driver.Batcher = (*etcdDriver)(nil)
 // is empty: If every queue is empty, Then put every entry, Else read every
 // queue; should every request be compatible with every entry read, a
 // second txn puts them all, If no entry came meanwhile. It declines
-// (ErrSkip) a re-entry, which joins a holder, and leases without
-// keep-alive, which get an etcd lease each.
+// (ErrSkip) a re-entry, which joins a holder, leases without keep-alive,
+// which get an etcd lease each, and Limited requests (a semaphore's slots
+// are counted key by key).
 func (d *etcdDriver) AcquireBatch(ctx context.Context, rs []*driver.Request) ([]driver.Grant, error) {
-	if rs[0].Reentrant || !rs[0].KeepAlive {
+	if rs[0].Reentrant || !rs[0].KeepAlive || slices.ContainsFunc(rs, func(r *driver.Request) bool { return r.Mode == driver.Limited }) {
 		return nil, driver.ErrSkip
 	}
 	if err := checkTTL(rs...); err != nil {
@@ -52,12 +54,12 @@ func (d *etcdDriver) AcquireBatch(ctx context.Context, rs []*driver.Request) ([]
 		return nil, err
 	}
 	if !resp.Succeeded {
-		var since []clientv3.Cmp
-		for i, r := range rs {
-			if lastIncompatible(kvs(resp, i), r.Mode) != nil {
-				return make([]driver.Grant, len(rs)), nil // refused: the Locker waits key by key
-			}
-			since = append(since, clientv3.Compare(clientv3.CreateRevision(d.queue(r.Space, r.Key)), "<", resp.Header.Revision+1).WithPrefix())
+		since, ok, err := d.admitted(rs, resp)
+		switch {
+		case err != nil:
+			return nil, err // a mismatch: nothing written
+		case !ok:
+			return make([]driver.Grant, len(rs)), nil // refused: the Locker waits key by key
 		}
 		if resp, err = ens[0].txn(ctx, since, puts); err != nil {
 			return nil, err
@@ -76,6 +78,26 @@ func (d *etcdDriver) AcquireBatch(ctx context.Context, rs []*driver.Request) ([]
 	return gs, nil
 }
 
+// admitted reports whether every request of rs is compatible with every
+// entry of its queue, as resp (a batch's first txn, which put none) read
+// them; if so, since is the condition of the second txn: no entry came
+// since. A mismatch (rule 2) is an error.
+func (d *etcdDriver) admitted(rs []*driver.Request, resp *clientv3.TxnResponse) (since []clientv3.Cmp, ok bool, err error) {
+	for i, r := range rs {
+		q := kvs(resp, i)
+		if len(q) > 0 {
+			if err := mismatch(r, q[0]); err != nil {
+				return nil, false, err
+			}
+		}
+		if lastIncompatible(q, r.Mode) != nil {
+			return nil, false, nil
+		}
+		since = append(since, clientv3.Compare(clientv3.CreateRevision(d.queue(r.Space, r.Key)), "<", resp.Header.Revision+1).WithPrefix())
+	}
+	return since, true, nil
+}
+
 // ReleaseBatch drops every hold of hs in one txn, where each is its
 // entry's only hold (else, or should an entry have changed, it declines:
 // the Locker releases them one by one).
@@ -87,7 +109,7 @@ func (d *etcdDriver) ReleaseBatch(ctx context.Context, hs []driver.Hold) ([]erro
 		if !ok || h.lease.dedicated || h.unsure {
 			return nil, driver.ErrSkip
 		}
-		mine := record{Owner: h.r.Owner, Holds: []string{h.r.ID}, Mode: h.r.Mode}.encode()
+		mine := recordOf(h.r, 0).encode()
 		cmps = append(cmps, clientv3.Compare(clientv3.Value(h.name), "=", mine),
 			clientv3.Compare(clientv3.CreateRevision(h.name), "=", h.created))
 		dels = append(dels, clientv3.OpDelete(h.name))

@@ -21,7 +21,19 @@
 // since its create revision may be below the fence of a lock granted below
 // it meanwhile.
 //
-// Lock queues its entry and watches only its predecessor (no herd).
+// A semaphore's entry (locker.Limit(n), driver.Limiter) records its n, and
+// holds once every entry before it is Limited with the same n and fewer
+// than n precede it, holders and waiters alike (so waiters are served in
+// arrival order, each grant fenced by its create revision, above every
+// earlier one). Since any holder's release may admit the first waiter, a
+// waiter watches the queue's deletions and counts off the entries before
+// it, reading only once the count admits it. Mixing modes, or two n, on a
+// key is refused with locker.ErrModeMismatch, as the first entry before
+// the call's shows; a call that had queued first removes its entry again.
+//
+// Lock queues its entry and watches only its predecessor (no herd; a
+// semaphore's waiter hears its key's releases, but reads only once one
+// admits it).
 // TryLock writes only into an empty queue, so a refusal leaves nothing. An
 // entry whose removal fails is retried by a background sweep until it is
 // gone or the Locker closes.

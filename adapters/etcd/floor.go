@@ -89,7 +89,7 @@ func (d *etcdDriver) RaiseFence(ctx context.Context, space driver.Space, key str
 // driver last saw on its key (a grant with another rewrites it: settle).
 func (en *entry) record() record {
 	en.recorded = en.d.offsets.get(en.d.floorKey(en.r.Space, en.r.Key))
-	return record{Owner: en.r.Owner, Holds: []string{en.r.ID}, Mode: en.r.Mode, Offset: en.recorded}
+	return recordOf(en.r, en.recorded)
 }
 
 // granted notes the offset read as en was granted.
@@ -141,7 +141,7 @@ func (en *entry) settle(ctx context.Context, created int64) error {
 	if en.offset == en.recorded {
 		return nil
 	}
-	rec := record{Owner: en.r.Owner, Holds: []string{en.r.ID}, Mode: en.r.Mode, Offset: en.offset}
+	rec := recordOf(en.r, en.offset)
 	if ok, err := en.d.rewrite(ctx, en.r.Key, en.name, created, rec); ok || err != nil {
 		en.recorded = en.offset
 		return err

@@ -77,7 +77,7 @@ func (h *hold) valid(start time.Time) time.Duration {
 // repeated after a failure (a retried Unlock): the drop applies once, and
 // a hold found gone after a failed try counts as released.
 func (h *hold) Release(ctx context.Context) error {
-	err := h.d.dropHold(ctx, h.r.Key, h.name, record{Owner: h.r.Owner, Mode: h.r.Mode, Offset: h.recorded}, h.r.ID, h.created)
+	err := h.d.dropHold(ctx, h.r.Key, h.name, recordOf(h.r, h.recorded), h.r.ID, h.created)
 	switch {
 	case errors.Is(err, locker.ErrNotHeld) && h.unsure:
 		err = nil // the earlier try's write did apply
@@ -119,14 +119,16 @@ func (d *etcdDriver) addHold(ctx context.Context, key, name string, rev int64, r
 	return err
 }
 
-// dropHold removes hold from the entry name of who (its owner and mode;
-// with create revision fence, if fence > 0), deleting the entry with its
-// last hold; ErrNotHeld, changing nothing, if the hold or the entry is
-// gone. A single hold takes one txn: delete if the value is exactly ours,
-// else read it, and rewrite.
+// dropHold removes hold from the entry name of who (its record as its
+// call wrote it, but for the holds; with create revision fence, if fence >
+// 0), deleting the entry with its last hold; ErrNotHeld, changing nothing,
+// if the hold or the entry is gone. A single hold takes one txn: delete if
+// the value is exactly who with that one hold, else read it, and rewrite.
 func (d *etcdDriver) dropHold(ctx context.Context, key, name string, who record, hold string, fence int64) error {
 	owner := who.Owner
-	cmp := []clientv3.Cmp{clientv3.Compare(clientv3.Value(name), "=", record{Owner: owner, Holds: []string{hold}, Mode: who.Mode, Offset: who.Offset}.encode())}
+	exact := who
+	exact.Holds = []string{hold}
+	cmp := []clientv3.Cmp{clientv3.Compare(clientv3.Value(name), "=", exact.encode())}
 	if fence > 0 {
 		cmp = append(cmp, clientv3.Compare(clientv3.CreateRevision(name), "=", fence))
 	}

@@ -28,6 +28,8 @@ type record struct {
 	Owner string      `json:"owner"`
 	Holds []string    `json:"holds"`
 	Mode  driver.Mode `json:"mode,omitempty"` // Exclusive (0) in entries written before modes
+	// Limit is a Limited entry's n (driver.Limiter); 0 in every other.
+	Limit int `json:"limit,omitempty"`
 	// Fence is a subtree node's fence where it is not its create
 	// revision (see refence); 0: it is.
 	Fence int64 `json:"fence,omitempty"`
@@ -37,23 +39,54 @@ type record struct {
 }
 
 // modeOf is the mode of entry kv; one that is not ours excludes all.
-func modeOf(kv *mvccpb.KeyValue) driver.Mode {
+func modeOf(kv *mvccpb.KeyValue) driver.Mode { return slotOf(kv).mode }
+
+// slot is what an entry asks for: its mode and, if Limited, its n.
+type slot struct {
+	mode  driver.Mode
+	limit int
+}
+
+// slotOf is the slot of entry kv; one that is not ours is Exclusive.
+func slotOf(kv *mvccpb.KeyValue) slot {
 	rec, err := decodeRecord(kv.Value)
 	if err != nil {
-		return driver.Exclusive
+		return slot{mode: driver.Exclusive}
 	}
-	return rec.Mode
+	return slot{rec.Mode, rec.Limit}
+}
+
+// slotFor is the slot request r asks for.
+func slotFor(r *driver.Request) slot {
+	if r.Mode != driver.Limited {
+		return slot{mode: r.Mode}
+	}
+	return slot{driver.Limited, r.Limit}
+}
+
+// with reports whether an entry in slot s may hold behind one in slot o:
+// Limited entries only behind Limited ones of the same n (and only the
+// first n of them: see granted), others as the matrix says.
+func (s slot) with(o slot) bool {
+	if s.mode == driver.Limited || o.mode == driver.Limited {
+		return s == o
+	}
+	return s.mode.Compatible(o.mode)
 }
 
 // granted reports, for each of a queue's entries (by create revision),
-// whether it holds the key: whether every entry before it is compatible.
+// whether it holds the key: whether every entry before it is compatible
+// (for a Limited entry of n: Limited of the same n, and fewer than n).
 func granted(entries []*mvccpb.KeyValue) []bool {
 	out := make([]bool, len(entries))
-	modes := make([]driver.Mode, len(entries))
+	slots := make([]slot, len(entries))
 	for i, kv := range entries {
-		modes[i], out[i] = modeOf(kv), true
-		for _, m := range modes[:i] {
-			out[i] = out[i] && modes[i].Compatible(m)
+		slots[i], out[i] = slotOf(kv), true
+		for _, o := range slots[:i] {
+			out[i] = out[i] && slots[i].with(o)
+		}
+		if slots[i].mode == driver.Limited {
+			out[i] = out[i] && i < slots[i].limit
 		}
 	}
 	return out
@@ -68,6 +101,12 @@ func lastIncompatible(entries []*mvccpb.KeyValue, m driver.Mode) *mvccpb.KeyValu
 		}
 	}
 	return nil
+}
+
+// recordOf is the record of call r's own entry: its one hold, r.ID, and
+// fence offset off.
+func recordOf(r *driver.Request, off int64) record {
+	return record{Owner: r.Owner, Holds: []string{r.ID}, Mode: r.Mode, Limit: slotFor(r).limit, Offset: off}
 }
 
 func (r record) encode() string {

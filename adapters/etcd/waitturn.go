@@ -87,40 +87,54 @@ func (en *entry) watch(ctx context.Context, mine int64, pred *mvccpb.KeyValue, r
 	}
 }
 
-// check reads, in one revision, my entry and the last entry before it. It
-// returns errRequeue if my entry is gone or no longer on my etcd lease.
+// check reads, in one revision, my entry and the last entry before it
+// (all of them, for a call in a mode others may share): lookBack. It
+// returns the entry to wait for next, and the revision read, or nil once
+// my entry holds the key.
+func (en *entry) check(ctx context.Context, mine, at int64) (*mvccpb.KeyValue, int64, error) {
+	before, off, rev, err := en.lookBack(ctx, mine, at)
+	if err != nil {
+		return nil, 0, err
+	}
+	if pred := waitFor(before, en.r); pred != nil {
+		return pred, rev, nil
+	}
+	en.granted(off)
+	return nil, 0, nil
+}
+
+// lookBack reads, in one revision, my entry and the entries before it
+// (the last alone, for an Exclusive call), with the fence offset there
+// (floor.go). It returns errRequeue if my entry is gone or no longer on my
+// etcd lease.
 //
 // With at > 0 (a watch event's revision, which the member serving the
-// watch has applied) it reads there without a quorum round: if my entry is
-// the lowest and alive there, it holds the key from then on, as entries
-// are only added after it and its lease is known to live. Should another
+// watch has applied) it reads there without a quorum round: if my entry
+// holds the key there, alive, it holds it from then on, as entries are
+// only added after it and its lease is known to live. Should another
 // member answer, or the revision be compacted, it reads linearizably.
-func (en *entry) check(ctx context.Context, mine, at int64) (*mvccpb.KeyValue, int64, error) {
+func (en *entry) lookBack(ctx context.Context, mine, at int64) (before []*mvccpb.KeyValue, off, rev int64, err error) {
 	var opts []clientv3.OpOption
 	if at > 0 {
 		opts = []clientv3.OpOption{clientv3.WithRev(at), clientv3.WithSerializable()}
 	}
-	before := append(clientv3.WithLastCreate(), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(mine-1), clientv3.WithKeysOnly())
+	last := append(clientv3.WithLastCreate(), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(mine-1), clientv3.WithKeysOnly())
 	if en.r.Mode != driver.Exclusive { // all of them, to find the last my mode excludes
-		before = []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithMaxCreateRev(mine - 1),
+		last = []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithMaxCreateRev(mine - 1),
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}
 	}
 	resp, err := en.d.txn(ctx, en.r.Key, nil, []clientv3.Op{
-		clientv3.OpGet(en.name, opts...), clientv3.OpGet(en.d.queue(en.r.Space, en.r.Key), append(before, opts...)...),
+		clientv3.OpGet(en.name, opts...), clientv3.OpGet(en.d.queue(en.r.Space, en.r.Key), append(last, opts...)...),
 		en.d.getFloor(en.r.Space, en.r.Key, opts...), // the offset as of the grant (floor.go)
 	})
 	if err != nil && at > 0 && ctx.Err() == nil {
-		return en.check(ctx, mine, 0)
+		return en.lookBack(ctx, mine, 0)
 	}
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	if me := kvs(resp, 0); len(me) == 0 || me[0].CreateRevision != mine || me[0].Lease != int64(en.lease.id) {
-		return nil, 0, errRequeue
+		return nil, 0, 0, errRequeue
 	}
-	if pred := waitFor(kvs(resp, 1), en.r.Mode); pred != nil {
-		return pred, cmp.Or(at, resp.Header.Revision), nil // the revision the read saw
-	}
-	en.granted(floorIn(resp, 2))
-	return nil, 0, nil
+	return kvs(resp, 1), floorIn(resp, 2), cmp.Or(at, resp.Header.Revision), nil // the revision the read saw
 }
