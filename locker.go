@@ -60,10 +60,12 @@ var (
 	ErrInvalidOwner = errors.New("locker: invalid owner")
 	// ErrModeMismatch reports an owner asking, by WithOwner, for a key it
 	// holds in the other mode (shared against exclusive, or a subtree lock
-	// crossing one it holds in the other mode). Upgrading a shared lease
-	// in place could deadlock two owners that both try it: unlock and
-	// lock again instead.
-	ErrModeMismatch = errors.New("locker: key is held by this owner in the other mode")
+	// crossing one it holds in the other mode): upgrading a shared lease
+	// in place could deadlock two owners that both try it, so unlock and
+	// lock again instead. It also reports a Limit(n) key asked for with
+	// another n or in another mode, by any owner, and Limit given with
+	// Shared, Subtree or Campaign.
+	ErrModeMismatch = errors.New("locker: key is held in another mode")
 	// ErrInvalidOption reports an option out of range or out of place,
 	// such as Shared or Subtree given to Campaign.
 	ErrInvalidOption = errors.New("locker: invalid option")
