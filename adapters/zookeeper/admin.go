@@ -11,8 +11,9 @@ import (
 	"github.com/locker-go/locker/driver"
 )
 
-// Status returns the holders of key in space: the Shared or Exclusive
-// nodes that hold (every node before each is compatible with it). Holds
+// Status returns the holders of key in space: the Shared, Exclusive or
+// Limited nodes that hold (every node before each is compatible with it;
+// for a Limited one of n, Limited of its n and fewer than n). Holds
 // is 1 (the portable Locker counts its own re-entered holds). Expires is
 // zero: the lock lives as long as the holder's session. Like List, it
 // sees every lock taken before it was called, through any server.
@@ -60,9 +61,9 @@ func (z *zkDriver) List(ctx context.Context, prefix string) ([]locker.LockInfo, 
 	return out, nil
 }
 
-// ForceUnlock deletes the holders' nodes (Shared and Exclusive; intention
-// holders are no locks of their own); the next in the queue then hold the
-// key. Each holder's watch on its own node reports its lease lost.
+// ForceUnlock deletes the holders' nodes (Shared, Exclusive and Limited;
+// intention holders are no locks of their own); the next in the queue
+// then hold the key. Each holder's watch on its own node reports its lease lost.
 func (z *zkDriver) ForceUnlock(ctx context.Context, space driver.Space, key string) error {
 	if err := z.primary.sync(ctx, z.cfg.root); err != nil {
 		return backendErr("sync", err)
@@ -80,8 +81,8 @@ func (z *zkDriver) ForceUnlock(ctx context.Context, space driver.Space, key stri
 	return nil
 }
 
-// holders reads the holding Shared or Exclusive nodes of key's queue, and
-// their paths; ErrNotHeld if there is none.
+// holders reads the holding Shared, Exclusive or Limited nodes of key's
+// queue, and their paths; ErrNotHeld if there is none.
 func (z *zkDriver) holders(ctx context.Context, space driver.Space, key string) (locker.LockInfo, []string, error) {
 	parent := z.parent(space, key)
 	for range maxAttempts { // a holder may leave between listing and reading
@@ -106,16 +107,18 @@ func (z *zkDriver) describe(ctx context.Context, space driver.Space, key, parent
 	info := locker.LockInfo{Key: key, Space: space, Mode: driver.Shared}
 	var paths []string
 	for i, name := range nodes {
-		mode := modeOf(name)
-		if last, _ := lastExcluded(nodes[:i+1], name, mode); last != "" {
+		c := classOf(name)
+		if block, _ := blockers(nodes[:i+1], name); len(block) > 0 {
 			info.Waiters++
 			continue
 		}
-		if mode.Intent() {
+		switch {
+		case c.mode.Intent():
 			continue
-		}
-		if mode == driver.Exclusive {
+		case c.mode == driver.Exclusive:
 			info.Mode = driver.Exclusive
+		case c.mode == driver.Limited:
+			info.Mode, info.Limit = driver.Limited, c.limit
 		}
 		path := parent + "/" + name
 		var st *zk.Stat

@@ -33,6 +33,15 @@
 // wait takes as fence the zxid of a write to it made then, since its czxid
 // may be below the fence of a lock granted below it meanwhile.
 //
+// Semaphores (driver.Limiter, locker.Limit(n)): a Limited node carries its
+// n in its tag ("_c_<guid>-L3-lock-<seq>"), so one listing shows every
+// node's n, and holds once every node before it is Limited of the same n
+// and fewer than n precede it: waiters are served in sequence order.
+// Another mode or n behind a Limited holder, or a Limit behind another
+// mode's holder, is ErrModeMismatch, found in the listing that follows
+// the create, and the node is deleted again. A Limited waiter watches the
+// last n nodes before it (any of them may free a slot), not one.
+//
 // Fence is the lock node's czxid. Holders take the key in creation order,
 // so the fence strictly increases, also after the key's container was
 // reaped and made again. Re-entry keeps the node, hence the fence. A key

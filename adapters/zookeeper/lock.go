@@ -97,7 +97,7 @@ func (z *zkDriver) Abandon(context.Context, *driver.Request) {}
 // queue enters the key's queue once, and grants r the key when our node is
 // first; anything else deletes our node. errGone: queue again.
 func (z *zkDriver) queue(ctx context.Context, s *session, r *driver.Request) (driver.Grant, error) {
-	n, children, err := z.enqueue(ctx, s, z.parent(r.Space, r.Key), z.floorPath(r.Space, r.Key), r.Owner, r.Mode)
+	n, children, err := z.enqueue(ctx, s, z.parent(r.Space, r.Key), z.floorPath(r.Space, r.Key), r.Owner, classFor(r).tag())
 	if err != nil {
 		return driver.Grant{}, err
 	}
@@ -105,7 +105,10 @@ func (z *zkDriver) queue(ctx context.Context, s *session, r *driver.Request) (dr
 	if r.Mode != driver.Exclusive {
 		wait = z.waitModal
 	}
-	waited, err := wait(ctx, s, n, children, !r.Wait)
+	waited := false
+	if err = mismatch(r, children, n.name); err == nil { // else our node goes
+		waited, err = wait(ctx, s, n, children, !r.Wait)
+	}
 	if err == nil && waited {
 		err = n.takeOwnEvents(ctx, s)
 	}
@@ -130,10 +133,11 @@ func (z *zkDriver) queue(ctx context.Context, s *session, r *driver.Request) (dr
 	return z.grant(z.newHold(s, n), r)
 }
 
-// enqueue creates our node under parent, then lists the queue, watches
-// our node and reads the key's fence offset (at floor) in parallel.
-func (z *zkDriver) enqueue(ctx context.Context, s *session, parent, floor, owner string, mode driver.Mode) (*node, []string, error) {
-	path, err := z.create(ctx, s, parent, owner, mode)
+// enqueue creates our node under parent, its class in tag (see class),
+// then lists the queue, watches our node and reads the key's fence offset
+// (at floor) in parallel.
+func (z *zkDriver) enqueue(ctx context.Context, s *session, parent, floor, owner, tag string) (*node, []string, error) {
+	path, err := z.create(ctx, s, parent, owner, tag)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -177,8 +181,8 @@ func (z *zkDriver) enqueue(ctx context.Context, s *session, parent, floor, owner
 // create makes our node under parent and returns its path. Its name
 // carries a GUID, so a create whose reply was lost is found again rather
 // than left to block the key.
-func (z *zkDriver) create(ctx context.Context, s *session, parent, owner string, mode driver.Mode) (string, error) {
-	prefix := protectedPrefix + strings.ToLower(rand.Text()) + modeTags[mode] + lockInfix
+func (z *zkDriver) create(ctx context.Context, s *session, parent, owner, tag string) (string, error) {
+	prefix := protectedPrefix + strings.ToLower(rand.Text()) + tag + lockInfix
 	var path string
 	var last error
 	for attempt := 0; path == ""; attempt++ {
