@@ -57,7 +57,7 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 	if d.modal(r) {
 		once, token = acquireModal, modalToken(r)
 	}
-	if d.poll && !r.Reentrant && d.local.behind(r.Key, r.ID, r.Mode) {
+	if d.poll && !r.Reentrant && d.local.behindAs(r.Key, r.ID, r.Mode, r.Limit) {
 		// Refused here: a release here wakes the first waiter, and only
 		// the first polls. (A WithOwner call goes to the database: it may
 		// be a re-entry, which waits for nobody.) A place in the
@@ -74,10 +74,7 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 		}
 	}
 	start := time.Now()
-	err = d.retry(ctx, func(ctx context.Context) (err error) {
-		g, err = once(ctx, d, r)
-		return err
-	}, &c.mayHold)
+	g, err = d.attempt(ctx, r, c, once)
 	switch {
 	case err != nil:
 		return driver.Grant{}, err
@@ -93,6 +90,24 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 	}
 	return d.pace(r, c, g, token), nil
 }
+
+// attempt runs once, retrying transient errors, unless a release hands
+// r the key while it waits for the process's gate (handoff.go).
+func (d *sqlDriver) attempt(ctx context.Context, r *driver.Request, c *call, once onceFunc) (g driver.Grant, err error) {
+	err = d.retry(ctx, func(ctx context.Context) (err error) {
+		if hg, ok := d.handedOff(r, c); ok {
+			g = hg
+			return nil
+		}
+		g, err = once(ctx, d, r)
+		return err
+	}, &c.mayHold)
+	return g, err
+}
+
+// onceFunc is one attempt of a request (dialect.acquireOnce, and the
+// modal path's).
+type onceFunc = func(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error)
 
 // pace sets when a refused call looks again.
 func (d *sqlDriver) pace(r *driver.Request, c *call, g driver.Grant, token string) driver.Grant {
@@ -177,7 +192,12 @@ func (d *sqlDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan st
 			// The next waiter here is first now: it polls, unless the key
 			// is this call's alone (its release here will wake the next).
 			// A shared grant admits the next too, if compatible: wake it.
-			if d.local.leave(r.Key, r.ID) && (!callOf(r).mayHold || r.Mode != driver.Exclusive) {
+			// A Limited grant's transaction woke those it admits: the
+			// next only polls.
+			switch first := d.local.leave(r.Key, r.ID); {
+			case first && callOf(r).mayHold && r.Mode == driver.Limited:
+				d.hub.Notify(d.local.first(r.Key))
+			case first && (!callOf(r).mayHold || r.Mode != driver.Exclusive):
 				d.notify(r.Key)
 			}
 			if d.local.first(r.Key) == "" {

@@ -42,7 +42,7 @@ func (d *sqlDriver) List(ctx context.Context, prefix string) ([]driver.LockInfo,
 	return append(infos, more...), err
 }
 
-// ForceUnlock deletes key's Shared and Exclusive holders in space,
+// ForceUnlock deletes key's Shared, Limited and Exclusive holders in space,
 // whoever they are, and wakes its waiters.
 func (d *sqlDriver) ForceUnlock(ctx context.Context, space driver.Space, key string) error {
 	t, err := d.spaceDriver(ctx, space)
@@ -64,14 +64,14 @@ func (d *sqlDriver) ForceUnlock(ctx context.Context, space driver.Space, key str
 }
 
 // infos returns the locks of space that q (an info statement over the
-// lock table: its Exclusive holders) and shared (over the holders
-// table: its Shared holders) find by arg.
-func (d *sqlDriver) infos(ctx context.Context, space driver.Space, q string, shared stmt, arg string) ([]driver.LockInfo, error) {
+// lock table: its Exclusive holders) and modal (over the holders table:
+// its Shared and Limited holders) find by arg.
+func (d *sqlDriver) infos(ctx context.Context, space driver.Space, q string, modal stmt, arg string) ([]driver.LockInfo, error) {
 	var infos []driver.LockInfo
 	byKey := map[string]int{}
 	err := d.retry(ctx, func(ctx context.Context) error {
 		infos, byKey = infos[:0], map[string]int{}
-		if err := d.scanInfos(ctx, q, []any{arg}, func(i driver.Holder, key string) {
+		if err := d.scanInfos(ctx, q, []any{arg}, false, func(i driver.Holder, key string, _ driver.Mode, _ int) {
 			if i.Owner != "" { // not a header
 				byKey[key] = len(infos)
 				infos = append(infos, driver.LockInfo{Key: key, Mode: driver.Exclusive, Space: space, Holders: []driver.Holder{i}})
@@ -79,11 +79,14 @@ func (d *sqlDriver) infos(ctx context.Context, space driver.Space, q string, sha
 		}); err != nil {
 			return err
 		}
-		return d.scanInfos(ctx, shared.q, shared.args([]any{arg}), func(i driver.Holder, key string) {
+		return d.scanInfos(ctx, modal.q, modal.args([]any{arg}), true, func(i driver.Holder, key string, mode driver.Mode, lim int) {
 			n, ok := byKey[key]
 			if !ok {
 				n, byKey[key] = len(infos), len(infos)
 				infos = append(infos, driver.LockInfo{Key: key, Mode: driver.Shared, Space: space})
+			}
+			if mode == driver.Limited {
+				infos[n].Mode, infos[n].Limit = driver.Limited, lim
 			}
 			infos[n].Holders = append(infos[n].Holders, i)
 		})
@@ -100,8 +103,9 @@ func (d *sqlDriver) infos(ctx context.Context, space driver.Space, q string, sha
 	return infos, err
 }
 
-// scanInfos runs q, an info statement, and passes each row to add.
-func (d *sqlDriver) scanInfos(ctx context.Context, q string, args []any, add func(driver.Holder, string)) error {
+// scanInfos runs q, an info statement, and passes each row to add; with
+// modal, its rows also have a holder's mode and lim (else Exclusive, 0).
+func (d *sqlDriver) scanInfos(ctx context.Context, q string, args []any, modal bool, add func(i driver.Holder, key string, mode driver.Mode, lim int)) error {
 	rows, err := d.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return err
@@ -109,15 +113,20 @@ func (d *sqlDriver) scanInfos(ctx context.Context, q string, args []any, add fun
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			i   driver.Holder
-			key string
-			ms  int64
+			i         driver.Holder
+			key       string
+			ms        int64
+			mode, lim int
 		)
-		if err := rows.Scan(&key, &i.Owner, &i.Fence, &i.Holds, &ms); err != nil {
+		dest := []any{&key, &i.Owner, &i.Fence, &i.Holds, &ms}
+		if modal {
+			dest = append(dest, &mode, &lim)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return err
 		}
 		i.Expires = time.UnixMilli(ms)
-		add(i, key)
+		add(i, key, driver.Mode(mode), lim)
 	}
 	return rows.Err()
 }

@@ -17,9 +17,10 @@ var _ driver.Batcher = (*sqlDriver)(nil)
 // does not queue. Only on SQLite, where it saves a commit per key: on a
 // server, the Exclusive statements take a free key in one round trip, so
 // a transaction of a few statements per key would cost more than the
-// Locker's one call per key (ErrSkip).
+// Locker's one call per key (ErrSkip). A batch with a Limited request is
+// declined too: each goes alone.
 func (d *sqlDriver) AcquireBatch(ctx context.Context, rs []*driver.Request) ([]driver.Grant, error) {
-	if !d.batches || slices.ContainsFunc(rs, func(r *driver.Request) bool { return r.Space != rs[0].Space }) {
+	if !d.batches || slices.ContainsFunc(rs, func(r *driver.Request) bool { return r.Space != rs[0].Space || r.Mode == driver.Limited }) {
 		return nil, driver.ErrSkip
 	}
 	t, err := d.spaceDriver(ctx, rs[0].Space)

@@ -49,12 +49,17 @@
 //
 // Shared and subtree locks (lock modes) add, beside each lock table:
 //
-//	locker_locks_hold (key, owner, mode, fence, holds, ids, expires_at):
-//	          the Shared and intention holders, one row per owner and mode
+//	locker_locks_hold (key, owner, mode, fence, holds, ids, expires_at, lim):
+//	          the Shared, Limited and intention holders, one row per owner
+//	          and mode; lim is a Limited holder's n (0 for the others)
 //	locker_locks_queue gains mode (0, Exclusive, for the rows written
-//	          before); SQLite gains the queue table
+//	          before) and lim (a Limited waiter's n); SQLite gains the
+//	          queue table
 //	locker_locks_tree, …_tree_hold, …_tree_queue, …_tree_fence: the
 //	          Subtree space, made on its first use
+//
+// A table made by an earlier version gains the columns it lacks when a
+// Locker opens it (lim: 0, as no earlier version kept limits).
 //
 // While a key has holders other than an Exclusive one, its row in the
 // lock table is a header (empty owner), lapsing with the last of them: the
@@ -67,14 +72,37 @@
 // same counter as the Exclusive statements. On Postgres and MySQL the
 // commonest of them (a new holder that the holders and waiters before it
 // admit, and a release) are one call of a routine the schema adds
-// (PL/pgSQL functions locker_locks_grant_v5, which also refuses and keeps
-// a waiter's place, and locker_locks_release_v6; MySQL procedures
+// (PL/pgSQL functions locker_locks_grant_v6, which also refuses and keeps
+// a waiter's place, and locker_locks_release_v7; MySQL procedures
 // locker_locks_grant_v3 and locker_locks_release_v3, which need CREATE
 // ROUTINE once and EXECUTE: without them, the transaction serves every
 // call, as correct and slower). On Postgres the Exclusive release and
-// expiry take the same lock, in locker_locks_xrelease_v3 and
+// expiry take the same lock, in locker_locks_xrelease_v4 and
 // locker_locks_xexpire_v1, so that the waiters they serve include a
 // Shared one placed while they ran.
+//
+// # Semaphores
+//
+// The driver keeps limits (driver.Limiter): a locker.Limit(n) request is
+// decided in the modal transaction by driver.Limiter's rule, never by the
+// fast lane's routines (which decline it, and decline a Shared request
+// meeting Limited holders). Its holders are rows of the holders table in
+// mode Limited with lim = n, covered by the header as Shared holders are;
+// a request of another n, a Limited one meeting other holders, or another
+// mode's meeting Limited holders (the Exclusive statements' refusal reads
+// whether they are Limited) fails with locker.ErrModeMismatch, for any
+// owner. A new holder is granted while fewer than n hold, counting the
+// live Limited waiters queued before it, and draws its fence from the
+// table's counter. A release, expiry or abandon wakes the Limited waiters
+// it admits (the first n - holders of them), which look: on Postgres by
+// NOTIFY (the hand-off function too wakes them instead of granting them);
+// where waiters poll, those of its process (up to n at the head of its
+// queue may look), and on SQLite the first to look takes its slot and
+// hands the process's others admitted then theirs in the same
+// transaction. A polling Limited waiter first reads, taking no lock,
+// whether the slots are taken, and runs the transaction only if not (or
+// to keep its place). Once the last Limited holder has gone, the key's n
+// is forgotten with it.
 //
 // # Guarantees
 //
@@ -128,7 +156,7 @@
 // grants the waiters at the head of the queue that it admits (the first
 // writer, or the run of readers), each with its own TTL, and NOTIFYs each
 // its fence, so the waiter holds the key once it hears, with no statement
-// of its own (locker_locks_handoff_v2). Its lease's validity counts from
+// of its own (locker_locks_handoff_v3). Its lease's validity counts from
 // the start of its last attempt that found it waiting; should the
 // notification be lost, its next attempt finds the hold under its ID, and
 // a waiter that gives up releases a hold handed to it meanwhile. Waiting

@@ -110,13 +110,17 @@ type handed struct {
 // readers, or a writer where Exclusive waiters are modal): each is then
 // told at commit (handOver), and takes its grant with no transaction of
 // its own. It stops at the first it cannot grant here (another
-// process's, a re-entry), which is woken as before.
+// process's, a re-entry), which is woken as before, and at a Limited
+// waiter unless the transaction granted a Limited request itself: a
+// release wakes Limited waiters, and the first to look takes its slot
+// and hands the others admitted then theirs, in one transaction, so that
+// the slots freed meanwhile are granted together.
 func (t txn) handOff(ctx context.Context, key string, s *modeState) ([]handed, error) {
 	var out []handed
 	for len(s.wake) > 0 {
 		w := t.d.local.request(key, s.wake[0])
-		if w == nil || !t.d.modal(w) {
-			break
+		if w == nil || !t.d.modal(w) || w.Mode == driver.Limited && !s.limitedGrant {
+			break // a Limited waiter is woken by a release (limit.go)
 		}
 		if v, err := s.decide(w, w.ID); err != nil || !v.ok || v.join != nil {
 			break

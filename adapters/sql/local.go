@@ -17,9 +17,10 @@ import (
 // are in arrival order, or where the database queues them too (MySQL) in
 // the database's order, once their place there is known (place), so that
 // the one that polls is the one whose turn comes first. The waiters at
-// the head that may hold the key together (readers) are its run: a
-// release wakes them all, and each may look, so that a run of readers is
-// let in at once, not one after another.
+// the head that may hold the key together (readers; or up to n Limited
+// waiters of one Limit n) are its run: a release wakes them all, and each
+// may look, so that a run of readers is let in at once, not one after
+// another.
 type localQueue struct {
 	mu   sync.Mutex
 	keys map[string][]waiter
@@ -29,20 +30,21 @@ type localQueue struct {
 }
 
 type waiter struct {
-	id   string
-	seq  uint64 // the place in the database's queue; unknown: MaxUint64
-	mode driver.Mode
-	r    *driver.Request // a copy of the call's request, for a hand-off
+	id    string
+	seq   uint64 // the place in the database's queue; unknown: MaxUint64
+	mode  driver.Mode
+	r     *driver.Request // a copy of the call's request, for a hand-off
+	limit int             // a Limited call's Limit
 }
 
 func newLocalQueue() *localQueue { return &localQueue{keys: map[string][]waiter{}} }
 
 // join adds r's call to the end of its key's queue.
 func (q *localQueue) join(r *driver.Request) {
-	c := &driver.Request{Key: r.Key, Owner: r.Owner, ID: r.ID, Mode: r.Mode, Space: r.Space, TTL: r.TTL, Queue: true}
+	c := &driver.Request{Key: r.Key, Owner: r.Owner, ID: r.ID, Mode: r.Mode, Space: r.Space, TTL: r.TTL, Queue: true, Limit: r.Limit}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.keys[r.Key] = append(q.keys[r.Key], waiter{r.ID, math.MaxUint64, r.Mode, c})
+	q.keys[r.Key] = append(q.keys[r.Key], waiter{r.ID, math.MaxUint64, r.Mode, c, r.Limit})
 }
 
 // request is the request of id's call waiting for key here, or nil.
@@ -55,11 +57,15 @@ func (q *localQueue) request(key, id string) *driver.Request {
 	return nil
 }
 
-// run is how many waiters at the head of ws may hold the key together.
+// run is how many waiters at the head of ws may hold the key together:
+// compatible ones, or Limited ones of one Limit n, at most n of them.
 func run(ws []waiter) int {
 	for i := range ws {
+		if ws[i].mode == driver.Limited && i >= ws[i].limit {
+			return i
+		}
 		for _, w := range ws[:i] {
-			if !w.mode.Compatible(ws[i].mode) {
+			if !w.mode.Compatible(ws[i].mode) && !(w.mode == driver.Limited && ws[i].mode == driver.Limited && w.limit == ws[i].limit) {
 				return i
 			}
 		}
@@ -160,12 +166,17 @@ func (q *localQueue) first(key string) string {
 // waiters in arrival order. A call in the run, or one that would join it
 // (a reader behind a run of readers), may look.
 func (q *localQueue) behind(key, id string, mode driver.Mode) bool {
+	return q.behindAs(key, id, mode, 0)
+}
+
+// behindAs is behind for a call of a Limit (Limited mode).
+func (q *localQueue) behindAs(key, id string, mode driver.Mode, limit int) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	ws := q.keys[key]
 	i := q.index(key, id)
 	if i < 0 {
-		return run(append(slices.Clip(ws), waiter{id: id, seq: math.MaxUint64, mode: mode})) <= len(ws)
+		return run(append(slices.Clip(ws), waiter{id: id, seq: math.MaxUint64, mode: mode, limit: limit})) <= len(ws)
 	}
 	return i >= run(ws)
 }

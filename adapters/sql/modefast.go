@@ -20,14 +20,16 @@ import (
 // function takes the same lock as the modal transaction
 // (modeQueries.lock), so the two interleave safely; it declines (NULL),
 // changing nothing, whatever it does not handle (a re-entry, a lapsed row
-// to collect, a live Exclusive holder, a hold it cannot find live), and
-// the transaction runs as before, as database/sql's driver.ErrSkip does.
+// to collect, a live Exclusive holder, a hold it cannot find live, a
+// Limited holder), and the transaction runs as before, as database/sql's
+// driver.ErrSkip does. Limited requests and holds never take the lane
+// (limit.go): the transaction decides them.
 
 // grantFast is one fast attempt of r: ok false if the lane declined or
 // there is none. Postgres's also refuses (a negative answer: the ms to
 // wait), keeping a queued call's place.
 func grantFast(ctx context.Context, d *sqlDriver, r *driver.Request) (g driver.Grant, ok bool, err error) {
-	if d.mq.grantFast.q == "" || d.laneOff.Load() || r.Mode == driver.Exclusive {
+	if d.mq.grantFast.q == "" || d.laneOff.Load() || r.Mode == driver.Exclusive || r.Mode == driver.Limited {
 		return driver.Grant{}, false, nil
 	}
 	var fence dbsql.NullInt64
@@ -53,7 +55,7 @@ func grantFast(ctx context.Context, d *sqlDriver, r *driver.Request) (g driver.G
 // first waiter may go now (3, where waiters poll: the lane wakes nobody,
 // Release wakes this process's run of waiters, which look).
 func releaseFast(ctx context.Context, h *hold) (done, freed bool, err error) {
-	if h.d.mq.releaseFast.q == "" || h.d.laneOff.Load() || h.fence == 0 {
+	if h.d.mq.releaseFast.q == "" || h.d.laneOff.Load() || h.fence == 0 || h.mode == driver.Limited {
 		return false, false, nil // fence 0 (Abandon's): any of the owner's, the transaction's to find
 	}
 	var n dbsql.NullInt64

@@ -62,9 +62,7 @@ func (d *sqlDriver) txOnce(ctx context.Context, key string, fn func(ctx context.
 		return err
 	}
 	d.handOver(ctx, key, hs, start)
-	if len(s.wake) > 0 {
-		d.notify(key)
-	}
+	d.wakeAdmitted(key, s)
 	return nil
 }
 
@@ -76,6 +74,9 @@ func acquireModal(ctx context.Context, d *sqlDriver, r *driver.Request) (g drive
 		seq      int64 // the call's place, in the queue's order
 	)
 	if g, ok, err := grantFast(ctx, d, r); ok || err != nil {
+		return g, err
+	}
+	if g, full, err := d.limitFull(ctx, r); full || err != nil {
 		return g, err
 	}
 	token := modalToken(r)
@@ -145,9 +146,9 @@ func (t txn) keepPlace(ctx context.Context, r *driver.Request, s *modeState, tok
 	case token == "":
 		return nil
 	case s.placeOf(token) != nil:
-		return t.d.mq.touch.exec(ctx, t.tx, r.Key, token, int(r.Mode), r.TTL.Milliseconds())
+		return t.d.mq.touch.exec(ctx, t.tx, r.Key, token, int(r.Mode), r.TTL.Milliseconds(), limitOf(r))
 	}
-	return t.d.mq.enqueue.exec(ctx, t.tx, r.Key, token, int(r.Mode), r.TTL.Milliseconds(), r.Owner)
+	return t.d.mq.enqueue.exec(ctx, t.tx, r.Key, token, int(r.Mode), r.TTL.Milliseconds(), limitOf(r), r.Owner)
 }
 
 // grant makes r a holder (joining join, its owner's, if set), takes it
@@ -166,7 +167,7 @@ func (t txn) grant(ctx context.Context, r *driver.Request, s *modeState, join *h
 		if err != nil {
 			return driver.Grant{}, err
 		}
-		h = &holder{owner: r.Owner, mode: r.Mode, fence: fence, holds: 1, ids: " " + r.ID + " ", left: ttl}
+		h = &holder{owner: r.Owner, mode: r.Mode, fence: fence, holds: 1, ids: " " + r.ID + " ", left: ttl, lim: limitOf(r)}
 	}
 	if err := t.put(ctx, r.Key, s, h, join == nil); err != nil {
 		return driver.Grant{}, err
@@ -181,6 +182,7 @@ func (t txn) grant(ctx context.Context, r *driver.Request, s *modeState, join *h
 	if err := t.cover(ctx, r.Key, s); err != nil {
 		return driver.Grant{}, err
 	}
+	s.limitedGrant = s.limitedGrant || r.Mode == driver.Limited
 	hd := &hold{d: t.d, key: r.Key, owner: r.Owner, id: r.ID, fence: h.fence, ttl: r.TTL, mode: r.Mode}
 	return driver.Grant{Hold: hd, Fence: h.fence}, nil
 }
@@ -210,7 +212,7 @@ func (t txn) put(ctx context.Context, key string, s *modeState, h *holder, isNew
 		s.header = h
 		return mq.setHeader.exec(ctx, t.tx, args...)
 	}
-	args := []any{key, h.owner, int(h.mode), int64(h.fence), h.holds, h.ids, h.left}
+	args := []any{key, h.owner, int(h.mode), int64(h.fence), h.holds, h.ids, h.left, h.lim}
 	if isNew {
 		s.holders = append(s.holders, *h)
 		return mq.addHolder.exec(ctx, t.tx, args...)
@@ -358,14 +360,15 @@ func expireModal(ctx context.Context, h *hold) (deleted bool, err error) {
 	return deleted, err
 }
 
-// forceModal deletes key's Shared and Exclusive holders (not intention
-// holders: they are no locks of their own): held if one was live.
+// forceModal deletes key's Shared, Limited and Exclusive holders (not
+// intention holders: they are no locks of their own): held if one was
+// live.
 func forceModal(ctx context.Context, d *sqlDriver, key string) (held bool, err error) {
 	err = d.txOnce(ctx, key, func(ctx context.Context, t txn, s *modeState) error {
 		held = s.exclusive() != nil
 		var kept []holder
 		for _, h := range s.holders {
-			if h.mode == driver.Shared {
+			if h.mode == driver.Shared || h.mode == driver.Limited {
 				held = held || h.left > 0
 			} else {
 				kept = append(kept, h)

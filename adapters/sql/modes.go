@@ -26,6 +26,7 @@ type holder struct {
 	holds int
 	ids   string // " id1 id2 "
 	left  int64  // ms until it lapses; <= 0: lapsed
+	lim   int    // a Limited holder's Limit (limit.go), else 0
 }
 
 // place is a waiter's place in the key's queue.
@@ -34,6 +35,7 @@ type place struct {
 	mode  driver.Mode
 	seq   int64
 	left  int64
+	lim   int // a Limited waiter's Limit, else 0
 }
 
 // modeState is what a modal transaction read of one key.
@@ -42,6 +44,9 @@ type modeState struct {
 	holders []holder // the holders table's rows, lapsed ones included
 	queue   []place  // by seq, lapsed ones included
 	wake    []string // the waiters to wake at commit
+	// limitedGrant: the transaction granted a Limited request, which may
+	// hand this process's Limited waiters their slots (txn.handOff)
+	limitedGrant bool
 }
 
 // txn is one modal transaction: its connection's view of d.
@@ -65,7 +70,7 @@ func (t txn) read(ctx context.Context, key string) (*modeState, error) {
 			seq        int64
 			fence      int64
 		)
-		if err := rows.Scan(&kind, &h.owner, &mode, &fence, &h.holds, &h.ids, &h.left, &seq); err != nil {
+		if err := rows.Scan(&kind, &h.owner, &mode, &fence, &h.holds, &h.ids, &h.left, &seq, &h.lim); err != nil {
 			return nil, err
 		}
 		h.mode, h.fence = driver.Mode(mode), uint64(fence)
@@ -75,7 +80,7 @@ func (t txn) read(ctx context.Context, key string) (*modeState, error) {
 		case 1:
 			s.holders = append(s.holders, h)
 		default:
-			s.queue = append(s.queue, place{token: h.owner, mode: h.mode, seq: seq, left: h.left})
+			s.queue = append(s.queue, place{token: h.owner, mode: h.mode, seq: seq, left: h.left, lim: h.lim})
 		}
 	}
 	slices.SortFunc(s.queue, func(a, b place) int { return int(a.seq - b.seq) })
@@ -124,6 +129,12 @@ func (s *modeState) decide(r *driver.Request, token string) (verdict, error) {
 			return verdict{ok: true, join: h}, nil
 		}
 	}
+	if err := limitMismatch(r, live); err != nil { // 2, of driver.Limiter: any owner's
+		return verdict{}, err
+	}
+	if r.Mode == driver.Limited {
+		return s.decideLimited(r, token, live), nil
+	}
 	for _, h := range live { // 3: compatible with the holders
 		if !r.Mode.Compatible(h.mode) {
 			return verdict{retry: h.left}, nil
@@ -167,7 +178,8 @@ func (s *modeState) seqOf(token string) int64 {
 
 // admit sets s.wake to the live waiters, from the first, that the live
 // holders and the waiters before them admit: the readers behind a writer
-// that lets go all go at once, not each woken by the one before.
+// that lets go all go at once, not each woken by the one before; the
+// Limited waiters within the key's free slots (limit.go).
 func (s *modeState) admit(except string) {
 	s.wake = s.wake[:0]
 	live := s.live()
@@ -175,14 +187,33 @@ func (s *modeState) admit(except string) {
 		if p.left <= 0 || p.token == except {
 			continue
 		}
-		for _, h := range live {
-			if !p.mode.Compatible(h.mode) {
+		if p.mode == driver.Limited {
+			if !admitsLimited(live, p) {
 				return
 			}
+			s.wake = append(s.wake, p.token)
+			live = append(live, &holder{mode: p.mode, lim: max(p.lim, 1)})
+			continue
 		}
-		s.wake = append(s.wake, p.token)
-		live = append(live, &holder{mode: p.mode})
+		switch h := incompatible(live, p.mode); {
+		case h == nil:
+			s.wake = append(s.wake, p.token)
+			live = append(live, &holder{mode: p.mode})
+		case h.mode != driver.Limited:
+			return
+		default: // behind a Limited holder or waiter: not admitted, but the Limited waiters behind it may be
+		}
 	}
+}
+
+// incompatible is the first of live that mode m does not admit, or nil.
+func incompatible(live []*holder, m driver.Mode) *holder {
+	for _, h := range live {
+		if !m.Compatible(h.mode) {
+			return h
+		}
+	}
+	return nil
 }
 
 // withID returns ids with id added, and whether it was missing.

@@ -18,20 +18,22 @@ import (
 // (acquire, release, …) see a held key and need no change; the holders
 // table ({h}) keeps the Shared and intention holders, one row per owner
 // and mode; the queue ({q}) gains each waiter's mode (0, Exclusive, for
-// the rows the Exclusive statements write).
+// the rows the Exclusive statements write), and Limited holders and
+// waiters their Limit (lim, 0 for the others: limit.go).
 type modeQueries struct {
 	lock    stmt // serializes the key's changes until commit
-	state   stmt // $1 key: (kind 0 header, 1 holder, 2 waiter; owner or token; mode; fence; holds; ids; ms left; seq)
+	state   stmt // $1 key: (kind 0 header, 1 holder, 2 waiter; owner or token; mode; fence; holds; ids; ms left; seq; lim)
 	draw    stmt // a new fence (MySQL: drawn by drawSet first)
 	drawSet stmt
 	notify  stmt // Postgres: wake the waiters $1 (tokens, space-separated) at commit
 
 	addHeader, setHeader, dropHeader  stmt
 	addHolder, setHolder, dropHolder  stmt
-	gcHolders, dropShared             stmt
-	enqueue, touch, dequeue, gcQueue  stmt
-	infoShared, infoSharedByKey, byKP stmt // the live Shared holders: all, of $1, of keys beginning with $1
+	gcHolders, dropShared             stmt // dropShared: the Shared and Limited holders
+	enqueue, touch, dequeue, gcQueue  stmt // enqueue, touch: $1 key, $2 token, $3 mode, $4 ttl ms, $5 lim, $6 owner
+	infoShared, infoSharedByKey, byKP stmt // the live Shared and Limited holders (and mode, lim): all, of $1, of keys beginning with $1
 	ownerMode                         stmt // $1 key, $2 owner: the mode of its live holder in the holders table
+	limitTaken                        stmt // $1 key, $2 token: the live Limited holders and Limited waiters before $2's place
 
 	// The fast lane (modefast.go), where the dialect has one: grantFast
 	// ($1 key, $2 owner, $3 id, $4 mode, $5 compatible modes, $6 ttl ms,
@@ -50,12 +52,12 @@ func newModeQueries(fill func(string) string, positional bool, lock, draw, drawS
 		}
 		return newStmt(fill(q), positional)
 	}
-	const info = `SELECT {k}, owner, fence, holds, {abs} FROM {h} WHERE mode = 1 AND expires_at > {now}`
+	const info = `SELECT {k}, owner, fence, holds, {abs}, mode, lim FROM {h} WHERE mode IN (1, 4) AND expires_at > {now}`
 	return modeQueries{
 		lock: s(lock),
-		state: s(`SELECT 0, owner, 0, fence, holds, ids, {left}, 0 FROM {t} WHERE {k} = $1
-UNION ALL SELECT 1, owner, mode, fence, holds, ids, {left}, 0 FROM {h} WHERE {k} = $1
-UNION ALL SELECT 2, token, mode, 0, 0, '', {left}, seq FROM {q} WHERE {k} = $1`),
+		state: s(`SELECT 0, owner, 0, fence, holds, ids, {left}, 0, 0 FROM {t} WHERE {k} = $1
+UNION ALL SELECT 1, owner, mode, fence, holds, ids, {left}, 0, lim FROM {h} WHERE {k} = $1
+UNION ALL SELECT 2, token, mode, 0, 0, '', {left}, seq, lim FROM {q} WHERE {k} = $1`),
 		draw:    s(draw),
 		drawSet: s(drawSet),
 		notify:  s(notify),
@@ -63,20 +65,23 @@ UNION ALL SELECT 2, token, mode, 0, 0, '', {left}, seq FROM {q} WHERE {k} = $1`)
 VALUES ($1, $2, $3, $4, $5, {now} + $6{ms})`),
 		setHeader:  s(`UPDATE {t} SET owner = $2, fence = $3, holds = $4, ids = $5, expires_at = {now} + $6{ms} WHERE {k} = $1`),
 		dropHeader: s(`DELETE FROM {t} WHERE {k} = $1`),
-		addHolder: s(`INSERT INTO {h} ({k}, owner, mode, fence, holds, ids, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, {now} + $7{ms})`),
+		addHolder: s(`INSERT INTO {h} ({k}, owner, mode, fence, holds, ids, expires_at, lim)
+VALUES ($1, $2, $3, $4, $5, $6, {now} + $7{ms}, $8)`),
 		setHolder:       s(`UPDATE {h} SET holds = $5, ids = $6, expires_at = {now} + $7{ms} WHERE {k} = $1 AND owner = $2 AND mode = $3 AND fence = $4`),
 		dropHolder:      s(`DELETE FROM {h} WHERE {k} = $1 AND owner = $2 AND mode = $3 AND fence = $4`),
 		gcHolders:       s(`DELETE FROM {h} WHERE {k} = $1 AND expires_at <= {now}`),
-		dropShared:      s(`DELETE FROM {h} WHERE {k} = $1 AND mode = 1`),
+		dropShared:      s(`DELETE FROM {h} WHERE {k} = $1 AND mode IN (1, 4)`),
 		enqueue:         s(enqueue),
-		touch:           s(`UPDATE {q} SET mode = $3, expires_at = {now} + $4{ms} WHERE {k} = $1 AND token = $2`),
+		touch:           s(`UPDATE {q} SET mode = $3, lim = $5, expires_at = {now} + $4{ms} WHERE {k} = $1 AND token = $2`),
 		dequeue:         s(`DELETE FROM {q} WHERE {k} = $1 AND token = $2`),
 		gcQueue:         s(`DELETE FROM {q} WHERE {k} = $1 AND expires_at <= {now}`),
 		infoShared:      s(info),
 		infoSharedByKey: s(info + ` AND {k} = $1`),
 		byKP:            s(info + ` AND {prefix}`),
 		ownerMode:       s(`SELECT mode FROM {h} WHERE {k} = $1 AND owner = $2 AND expires_at > {now}`),
+		limitTaken: s(`SELECT (SELECT COUNT(*) FROM {h} WHERE {k} = $1 AND mode = 4 AND expires_at > {now})
+	+ (SELECT COUNT(*) FROM {q} WHERE {k} = $1 AND mode = 4 AND expires_at > {now}
+		AND seq < (SELECT seq FROM {q} WHERE {k} = $1 AND token = $2))`),
 	}
 }
 

@@ -31,7 +31,7 @@ func myDialect(table string) *dialect {
 	mq := newModeQueries(fill, true,
 		"INSERT INTO {t} (`key`, owner, fence, holds, ids, expires_at) VALUES ($1, '', 0, 1, ' ', 0) ON DUPLICATE KEY UPDATE `key` = `key`",
 		"SELECT LAST_INSERT_ID()", "UPDATE `{tn}_fence` SET v = LAST_INSERT_ID(v + 1) WHERE id = 1", "",
-		"INSERT INTO {q} (`key`, token, mode, expires_at) VALUES ($1, $2, $3, {now} + $4)")
+		"INSERT INTO {q} (`key`, token, mode, expires_at, lim) VALUES ($1, $2, $3, {now} + $4, $5)")
 	mq.grantFast, mq.releaseFast = stmt{q: fill(myGrantFast)}, stmt{q: fill(myReleaseFast)}
 	return &dialect{
 		mq:        mq,
@@ -50,7 +50,7 @@ func myDialect(table string) *dialect {
 					return err
 				}
 			}
-			return myModeColumn(ctx, tx, table, fill)
+			return myModeColumns(ctx, tx, table, fill)
 		},
 		classify: myClassify,
 		setup: func(ctx context.Context, d *sqlDriver) error {
@@ -104,13 +104,13 @@ func newMyStatements(fill func(string) string) *myStatements {
 		dequeue: fill("DELETE FROM {q} WHERE `key` = ? AND token = ?"),
 		first:   fill("SELECT COALESCE((SELECT token FROM {q} WHERE `key` = ? AND expires_at > {now} ORDER BY seq LIMIT 1), '')"),
 		// state: the row (or '', 0, '', 0), until when the first live
-		// waiter ahead keeps the key from the call (ms; 0: none), and the
-		// call's place.
+		// waiter ahead keeps the key from the call (ms; 0: none), the
+		// call's place, and whether Limited holders hold the key.
 		state: fill("SELECT COALESCE(l.owner, ''), COALESCE(l.fence, 0), COALESCE(l.ids, ''), COALESCE(l.expires_at - {now}, 0), " +
 			"COALESCE((SELECT MIN(w.expires_at) FROM {q} w WHERE w.`key` = ? AND w.token <> ? AND w.expires_at > {now} AND w.seq < " +
 			"COALESCE((SELECT seq FROM {q} WHERE `key` = ? AND token = ?), 18446744073709551615)) - {now}, 0), " +
-			"COALESCE((SELECT seq FROM {q} WHERE `key` = ? AND token = ?), 0) " +
-			"FROM (SELECT 1) x LEFT JOIN {t} l ON l.`key` = ?"),
+			"COALESCE((SELECT seq FROM {q} WHERE `key` = ? AND token = ?), 0), " + strings.ReplaceAll(limitWait, "$1", "?") +
+			" FROM (SELECT 1) x LEFT JOIN {t} l ON l.`key` = ?"),
 		reenter: fill("UPDATE {t} SET holds = holds + ?, ids = ?, expires_at = GREATEST(expires_at, {now} + ?) WHERE `key` = ? AND fence = ? AND ids = ?"),
 		lapse:   fill("DELETE FROM {t} WHERE `key` = ? AND fence = ? AND expires_at <= {now}"),
 		drop:    fill("DELETE FROM {t}" + match + " AND ids = ?"),
@@ -151,6 +151,7 @@ const mySchema = "CREATE TABLE IF NOT EXISTS {t} (\n" +
 	"	token VARBINARY(255) NOT NULL,\n" +
 	"	seq BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,\n" +
 	"	expires_at BIGINT NOT NULL,\n" +
+	"	lim INT NOT NULL DEFAULT 0,\n" +
 	"	PRIMARY KEY (`key`, token),\n" +
 	"	KEY (seq)\n" +
 	") ENGINE=InnoDB;\n" +
@@ -162,19 +163,31 @@ const mySchema = "CREATE TABLE IF NOT EXISTS {t} (\n" +
 	"	holds INT NOT NULL,\n" +
 	"	ids MEDIUMBLOB NOT NULL,\n" +
 	"	expires_at BIGINT NOT NULL,\n" +
+	"	lim INT NOT NULL DEFAULT 0,\n" +
 	"	PRIMARY KEY (`key`, owner, mode)\n" +
 	") ENGINE=InnoDB"
 
-// myModeColumn gives a queue made before lock modes its mode column
-// (MySQL has no ADD COLUMN IF NOT EXISTS); its waiters are Exclusive.
-func myModeColumn(ctx context.Context, tx *dbsql.Tx, table string, fill func(string) string) error {
-	var n int
-	err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.columns "+
-		"WHERE table_schema = DATABASE() AND table_name = ? AND column_name = 'mode'", table+"_queue").Scan(&n)
-	if err == nil && n == 0 {
-		_, err = tx.ExecContext(ctx, fill("ALTER TABLE {q} ADD COLUMN mode TINYINT NOT NULL DEFAULT 0"))
+// myModeColumns gives tables made by an earlier version the columns they
+// lack (MySQL has no ADD COLUMN IF NOT EXISTS): a queue made before lock
+// modes its mode column (its waiters are Exclusive); the holders and the
+// queue made before limits lim (0: none is Limited).
+func myModeColumns(ctx context.Context, tx *dbsql.Tx, table string, fill func(string) string) error {
+	for _, c := range []struct{ table, column, add string }{
+		{table + "_queue", "mode", "ALTER TABLE {q} ADD COLUMN mode TINYINT NOT NULL DEFAULT 0"},
+		{table + "_queue", "lim", "ALTER TABLE {q} ADD COLUMN lim INT NOT NULL DEFAULT 0"},
+		{table + "_hold", "lim", "ALTER TABLE {h} ADD COLUMN lim INT NOT NULL DEFAULT 0"},
+	} {
+		var n int
+		err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.columns "+
+			"WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ?", c.table, c.column).Scan(&n)
+		if err == nil && n == 0 {
+			_, err = tx.ExecContext(ctx, fill(c.add))
+		}
+		if err != nil {
+			return err
+		}
 	}
-	return err
+	return nil
 }
 
 // myStatements are the MySQL statements, filled in for one table. The

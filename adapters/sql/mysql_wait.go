@@ -11,29 +11,35 @@ import (
 
 // keyState is what a refused claim reads: the key's row (ids "" if none),
 // the ms until the first live waiter ahead of the call lapses (0: none),
-// and the call's place in the queue (0: none).
+// the call's place in the queue (0: none), and whether Limited holders
+// hold the key (a mismatch).
 type keyState struct {
 	owner, ids  string
 	fence, seq  uint64
 	left, ahead int64
+	limited     bool
 }
 
 // read takes or keeps the call's place (if it queues; lapsed places are
 // cleared) and reads the key's state, in one round trip where the
-// connection takes several statements.
+// connection takes several statements. Limited holders are a mismatch
+// (the place it took, Abandon leaves).
 func (m *myStatements) read(ctx context.Context, d *sqlDriver, r *driver.Request, token string, ttl int64) (s keyState, err error) {
-	dest := []any{&s.owner, &s.fence, &s.ids, &s.left, &s.ahead, &s.seq}
-	state := []any{r.Key, token, r.Key, token, r.Key, token, r.Key}
+	dest := []any{&s.owner, &s.fence, &s.ids, &s.left, &s.ahead, &s.seq, &s.limited}
+	state := []any{r.Key, token, r.Key, token, r.Key, token, r.Key, r.Key}
 	if token == "" {
-		return s, row(d.db.QueryRowContext(ctx, m.state, state...), dest...)
+		err = row(d.db.QueryRowContext(ctx, m.state, state...), dest...)
+	} else {
+		start := time.Now()
+		if err = m.enqueue(ctx, d, r.Key, token, ttl, state, dest); err == nil {
+			callOf(r).placed = start
+			d.place(r, s.seq)
+		}
 	}
-	start := time.Now()
-	if err := m.enqueue(ctx, d, r.Key, token, ttl, state, dest); err != nil {
-		return s, err
+	if err == nil && s.limited {
+		err = limitedHeld(r, 0)
 	}
-	callOf(r).placed = start
-	d.place(r, s.seq)
-	return s, nil
+	return s, err
 }
 
 // enqueue takes or keeps a place, now and then clears lapsed ones (left

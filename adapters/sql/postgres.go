@@ -28,7 +28,7 @@ func pgDialect(table string) *dialect {
 		"{abs}", `(extract(epoch FROM expires_at) * 1000)::bigint`, "{prefix}", `left("key", char_length($1)) = $1`)
 	mq := newModeQueries(fill, false, `SELECT pg_advisory_xact_lock(hashtext('{tn}'), hashtext($1::text))`,
 		`SELECT nextval('"{tn}_fence"')`, "", `SELECT pg_notify('{tn}', w) FROM unnest(string_to_array($1, ' ')) w`,
-		`INSERT INTO {q} ("key", token, mode, expires_at, owner, ttl) VALUES ($1, $2, $3, {now} + $4{ms}, $5, $4)`)
+		`INSERT INTO {q} ("key", token, mode, expires_at, owner, ttl, lim) VALUES ($1, $2, $3, {now} + $4{ms}, $6, $4, $5)`)
 	mq.grantFast, mq.releaseFast = newStmt(fill(pgGrantFast), false), newStmt(fill(pgReleaseFast), false)
 	return &dialect{
 		mq: mq,
@@ -41,7 +41,7 @@ func pgDialect(table string) *dialect {
 			refreshBatch:  fill(pgRefreshBatch),
 			release:       fill(pgRelease),
 			expire:        fill(pgExpire),
-			releaseLane:   fill(`SELECT * FROM "{tn}_xrelease_v3"($1, $2, $3, $4)`),
+			releaseLane:   fill(`SELECT * FROM "{tn}_xrelease_v4"($1, $2, $3, $4)`),
 			expireLane:    fill(`SELECT * FROM "{tn}_xexpire_v1"($1, $2, $3)`),
 			status:        fill(pgInfo + byKey),
 			list:          fill(pgInfo + byPrefix),
@@ -96,11 +96,12 @@ enq AS (INSERT INTO {q} ("key", token, expires_at, owner, ttl) SELECT $1::text, 
 gc AS (DELETE FROM {q} WHERE "key" = $1::text AND token <> $5::text AND expires_at <= {now})
 SELECT fence FROM ins`
 	// pgWait: the holder's time left, else (the key is free, but waiters
-	// are ahead) until the first of them lapses, else 0.
+	// are ahead) until the first of them lapses, else 0; and whether
+	// Limited holders hold the key (limitWait).
 	pgWait = `SELECT coalesce(
 	(SELECT (extract(epoch FROM expires_at - {now}) * 1000)::bigint FROM {t} WHERE "key" = $1 AND expires_at > {now}),
 	(SELECT (extract(epoch FROM min(expires_at) - {now}) * 1000)::bigint FROM {q} WHERE "key" = $1 AND token <> $2 AND expires_at > {now}),
-	0)`
+	0), ` + limitWait
 	// pgLeave: if the key is free, the next waiter may have been waiting
 	// behind the one that leaves: wake it.
 	pgLeave = `WITH d AS (DELETE FROM {q} WHERE "key" = $1 AND token = $2 RETURNING 1)
@@ -241,6 +242,7 @@ CREATE TABLE IF NOT EXISTS {q} (
 {addcol:{tn}_queue:mode:smallint NOT NULL DEFAULT 0}
 {addcol:{tn}_queue:owner:text NOT NULL DEFAULT ''}
 {addcol:{tn}_queue:ttl:bigint NOT NULL DEFAULT 0}
+{addcol:{tn}_queue:lim:integer NOT NULL DEFAULT 0}
 CREATE TABLE IF NOT EXISTS {h} (
 	"key" text COLLATE "C" NOT NULL,
 	owner text NOT NULL,
@@ -250,7 +252,8 @@ CREATE TABLE IF NOT EXISTS {h} (
 	ids text NOT NULL,
 	expires_at timestamptz NOT NULL,
 	PRIMARY KEY ("key", owner, mode)
-);`
+);
+{addcol:{tn}_hold:lim:integer NOT NULL DEFAULT 0}`
 
 // listener is a driver's one dedicated Postgres connection LISTENing on
 // the table's channel, feeding every notification (payload: the token of

@@ -7,10 +7,10 @@ package sql
 // what the modal transaction would read. Versioned by name: a changed body
 // is a new function, and a process of the older version keeps its own.
 const (
-	pgGrantFast   = `SELECT "{tn}_grant_v5"($1, $2, $3, $4, $5, $6, $7)`
-	pgReleaseFast = `SELECT "{tn}_release_v6"($1, $2, $3, $4, $5)`
+	pgGrantFast   = `SELECT "{tn}_grant_v6"($1, $2, $3, $4, $5, $6, $7)`
+	pgReleaseFast = `SELECT "{tn}_release_v7"($1, $2, $3, $4, $5)`
 	pgModeFuncs   = `
-CREATE OR REPLACE FUNCTION "{tn}_grant_v5"(k text, o text, id text, m integer, compat integer, ttl bigint, tok text)
+CREATE OR REPLACE FUNCTION "{tn}_grant_v6"(k text, o text, id text, m integer, compat integer, ttl bigint, tok text)
 RETURNS bigint LANGUAGE plpgsql AS $fn$
 DECLARE
 	f bigint;
@@ -23,10 +23,14 @@ DECLARE
 	xwait bigint;
 	life interval := ttl{ms};
 BEGIN
+	IF m = 4 THEN -- Limited: the transaction's
+		RETURN NULL;
+	END IF;
 	PERFORM pg_advisory_xact_lock(hashtext('{tn}'), hashtext(k));
-	-- the transaction's: a re-entry or mismatch, lapsed rows to collect
+	-- the transaction's: a re-entry or mismatch (Limited holders: any
+	-- owner's), lapsed rows to collect
 	SELECT owner, {left} INTO x, xwait FROM {t} WHERE "key" = k AND owner <> '' AND expires_at > {now};
-	SELECT bool_or(owner = o OR expires_at <= {now}), min({left}) FILTER (WHERE (compat >> mode) & 1 = 0)
+	SELECT bool_or(owner = o OR expires_at <= {now} OR mode = 4), min({left}) FILTER (WHERE (compat >> mode) & 1 = 0)
 		INTO decline, wait FROM {h} WHERE "key" = k;
 	IF decline OR x = o THEN
 		RETURN NULL;
@@ -62,9 +66,12 @@ BEGIN
 	END IF;
 	RETURN f;
 END $fn$;
-CREATE OR REPLACE FUNCTION "{tn}_release_v6"(k text, o text, m integer, f bigint, id text)
+CREATE OR REPLACE FUNCTION "{tn}_release_v7"(k text, o text, m integer, f bigint, id text)
 RETURNS integer LANGUAGE plpgsql AS $fn$
 BEGIN
+	IF m = 4 THEN -- Limited: the transaction's
+		RETURN NULL;
+	END IF;
 	PERFORM pg_advisory_xact_lock(hashtext('{tn}'), hashtext(k));
 	IF NOT EXISTS (SELECT 1 FROM {t} WHERE "key" = k AND owner = '' AND expires_at > {now}) THEN
 		RETURN NULL;
@@ -81,9 +88,9 @@ BEGIN
 	IF m = 1 AND EXISTS (SELECT 1 FROM {h} WHERE "key" = k AND mode = 1 AND expires_at > {now}) THEN
 		RETURN 1;
 	END IF;
-	RETURN "{tn}_released_v2"(k); -- the rest: the header and the hand-off (the lock is re-entrant)
+	RETURN "{tn}_released_v3"(k); -- the rest: the header and the hand-off (the lock is re-entrant)
 END $fn$;
-CREATE OR REPLACE FUNCTION "{tn}_released_v2"(k text)
+CREATE OR REPLACE FUNCTION "{tn}_released_v3"(k text)
 RETURNS integer LANGUAGE plpgsql AS $fn$
 DECLARE
 	e timestamptz;
@@ -96,7 +103,7 @@ BEGIN
 	ELSE
 		UPDATE {t} SET fence = top, expires_at = e WHERE "key" = k AND owner = '';
 	END IF;
-	PERFORM "{tn}_handoff_v2"(k);
+	PERFORM "{tn}_handoff_v3"(k);
 	RETURN CASE WHEN e IS NULL THEN 2 ELSE 1 END;
 END $fn$;`
 
@@ -107,7 +114,7 @@ END $fn$;`
 	// release's statement waited was not woken, and waited seconds for its
 	// fallback.)
 	pgExclusiveFuncs = `;
-CREATE OR REPLACE FUNCTION "{tn}_xrelease_v3"(k text, o text, f bigint, id text)
+CREATE OR REPLACE FUNCTION "{tn}_xrelease_v4"(k text, o text, f bigint, id text)
 RETURNS TABLE (r_deleted bigint, r_decremented bigint, r_notified bigint, r_exists boolean) LANGUAGE plpgsql AS $fn$
 DECLARE
 	dd bigint;
@@ -117,7 +124,7 @@ BEGIN
 	DELETE FROM {t} WHERE "key" = k AND owner = o AND (f = 0 OR fence = f) AND ids = ' ' || id || ' ';
 	GET DIAGNOSTICS dd = ROW_COUNT;
 	IF dd > 0 THEN
-		PERFORM "{tn}_handoff_v2"(k);
+		PERFORM "{tn}_handoff_v3"(k);
 	ELSE
 		UPDATE {t} SET holds = holds - 1, ids = replace(ids, ' ' || id || ' ', ' ')
 			WHERE "key" = k AND owner = o AND (f = 0 OR fence = f) AND strpos(ids, ' ' || id || ' ') > 0;
@@ -144,9 +151,14 @@ END $fn$;` + pgHandoffFunc
 	// (Abandon) is not granted; one that leaves after finds its grant and
 	// releases it by its ID. Each waiter is checked against a mask of the
 	// modes held, kept as it grants, and the modal header is written once
-	// after the run.
+	// after the run. Limited waiters (mode 4) are not handed the key: the
+	// ones it admits, while no other mode holds, up to the key's Limit
+	// (its Limited holders', else the first such waiter's) counting the
+	// Limited holders, are woken by their tokens, and look (limit.go); the
+	// other modes' waiters behind a Limited holder or waiter are not
+	// admitted.
 	pgHandoffFunc = `
-CREATE OR REPLACE FUNCTION "{tn}_handoff_v2"(k text)
+CREATE OR REPLACE FUNCTION "{tn}_handoff_v3"(k text)
 RETURNS void LANGUAGE plpgsql AS $fn$
 DECLARE
 	w record;
@@ -155,13 +167,26 @@ DECLARE
 	held integer;
 	top bigint;
 	last timestamptz;
+	nl integer; -- Limited holders, and Limited waiters woken
+	lims integer; -- the key's Limit
 BEGIN
 	IF EXISTS (SELECT 1 FROM {t} WHERE "key" = k AND owner <> '' AND expires_at > {now}) THEN
 		RETURN;
 	END IF;
 	DELETE FROM {h} WHERE "key" = k AND expires_at <= {now};
-	SELECT coalesce(bit_or(1 << mode), 0) INTO held FROM {h} WHERE "key" = k;
-	FOR w IN SELECT token, mode, owner, ttl FROM {q} WHERE "key" = k AND expires_at > {now} ORDER BY seq LOOP
+	SELECT coalesce(bit_or(1 << mode), 0), count(*) FILTER (WHERE mode = 4), max(lim) FILTER (WHERE mode = 4)
+		INTO held, nl, lims FROM {h} WHERE "key" = k;
+	FOR w IN SELECT token, mode, owner, ttl, lim FROM {q} WHERE "key" = k AND expires_at > {now} ORDER BY seq LOOP
+		IF w.mode = 4 THEN
+			EXIT WHEN (held & ~16) <> 0; -- another mode holds: it would meet a mismatch
+			lims := coalesce(lims, greatest(w.lim, 1));
+			EXIT WHEN nl >= lims;
+			PERFORM pg_notify('{tn}', w.token);
+			nl := nl + 1;
+			held := held | 16;
+			CONTINUE;
+		END IF;
+		CONTINUE WHEN (held & 16) <> 0; -- behind a Limited holder or waiter: not admitted
 		-- w's mode admits every mode held, those granted here included
 		-- (compatibility is symmetric; Exclusive, bit 0, admits none).
 		EXIT WHEN ({admits:w} & held) <> held;

@@ -5,6 +5,7 @@ import (
 	dbsql "database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/locker-go/locker/internal/wait"
 )
@@ -31,12 +32,12 @@ RETURNING fence`)
 		// another's and fail (SQLITE_BUSY) after its reads.
 		mq: newModeQueries(fill, false, `UPDATE "{tn}_fence" SET v = v WHERE id = 1`,
 			`UPDATE "{tn}_fence" SET v = v + 1 WHERE id = 1 RETURNING v`, "", "",
-			`INSERT INTO {q} ("key", token, mode, seq, expires_at)
-SELECT $1, $2, $3, coalesce(max(seq), 0) + 1, {now} + $4 FROM {q} WHERE "key" = $1`),
+			`INSERT INTO {q} ("key", token, mode, seq, expires_at, lim)
+SELECT $1, $2, $3, coalesce(max(seq), 0) + 1, {now} + $4, $5 FROM {q} WHERE "key" = $1`),
 		q: queries{
 			acquire:       acquire,
 			acquireQueued: acquire,
-			wait:          fill(`SELECT coalesce((SELECT expires_at - {now} FROM {t} WHERE "key" = $1), 0)`),
+			wait:          fill(`SELECT coalesce((SELECT expires_at - {now} FROM {t} WHERE "key" = $1), 0), ` + limitWait),
 			refresh:       fill(refresh),
 			refreshBatch:  fill(sqliteRefreshBatch),
 			release: fill(`UPDATE {t} SET holds = holds - 1, ids = replace(ids, {id}, ' ')
@@ -47,17 +48,19 @@ WHERE "key" = $1 AND owner = $2 AND ($3 = 0 OR fence = $3) AND instr(ids, {id}) 
 			raise:  fill(sqliteRaise),
 		},
 		migrate: func(ctx context.Context, tx *dbsql.Tx) error {
+			if _, err := tx.ExecContext(ctx, fill(sqliteSchema)); err != nil {
+				return err
+			}
 			// Tables made before hold ids existed get the column (their
-			// rows then have no ids; they lapse by their TTL).
-			var n int
-			_, err := tx.ExecContext(ctx, fill(sqliteSchema))
-			if err == nil {
-				err = tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info($1) WHERE name = 'ids'`, table).Scan(&n)
+			// rows then have no ids; they lapse by their TTL); those made
+			// before limits, lim (0: no Limited holder or waiter).
+			for _, c := range [][2]string{{table, "ids TEXT NOT NULL DEFAULT ' '"},
+				{table + "_hold", "lim INTEGER NOT NULL DEFAULT 0"}, {table + "_queue", "lim INTEGER NOT NULL DEFAULT 0"}} {
+				if err := sqliteAddColumn(ctx, tx, c[0], c[1]); err != nil {
+					return err
+				}
 			}
-			if err == nil && n == 0 {
-				_, err = tx.ExecContext(ctx, fill(`ALTER TABLE {t} ADD COLUMN ids TEXT NOT NULL DEFAULT ' '`))
-			}
-			return err
+			return nil
 		},
 		classify:    sqliteClassify,
 		setup:       sqliteSetup,
@@ -94,6 +97,7 @@ CREATE TABLE IF NOT EXISTS {h} (
 	holds INTEGER NOT NULL,
 	ids TEXT NOT NULL,
 	expires_at INTEGER NOT NULL,
+	lim INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY ("key", owner, mode)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS {q} (
@@ -102,8 +106,21 @@ CREATE TABLE IF NOT EXISTS {q} (
 	mode INTEGER NOT NULL DEFAULT 0,
 	seq INTEGER NOT NULL,
 	expires_at INTEGER NOT NULL,
+	lim INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY ("key", token)
 ) WITHOUT ROWID;`
+
+// sqliteAddColumn adds column (its definition, name first) to table
+// unless it has it: a table made by an earlier version.
+func sqliteAddColumn(ctx context.Context, tx *dbsql.Tx, table, column string) error {
+	var n int
+	name, _, _ := strings.Cut(column, " ")
+	err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info($1) WHERE name = $2`, table, name).Scan(&n)
+	if err == nil && n == 0 {
+		_, err = tx.ExecContext(ctx, `ALTER TABLE "`+table+`" ADD COLUMN `+column)
+	}
+	return err
+}
 
 // sqliteClassify: only SQLITE_BUSY and SQLITE_LOCKED are transient, and a
 // statement refused with them was not applied.

@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"cmp"
 	"context"
 	dbsql "database/sql"
 	"errors"
@@ -23,7 +24,8 @@ type queries struct {
 	// takes, keeps or leaves the waiter's place.
 	acquire, acquireQueued string
 	// wait ($1 key, $2 token): the ms a refused waiter may wait, 0 if the
-	// key came free meanwhile. leave ($1 key, $2 token): take a waiter out
+	// key came free meanwhile, and whether Limited holders hold the key
+	// (limitWait). leave ($1 key, $2 token): take a waiter out
 	// of the queue, and if the key is free wake the next (Postgres only).
 	wait, leave string
 	// refresh ($1 key, $2 owner, $3 fence, $4 hold id, $5 TTL ms) extends
@@ -104,10 +106,16 @@ func runAcquire(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Gr
 		return driver.Grant{}, err
 	}
 	// Refused. The refused upsert cannot return the holder's row, so a
-	// second, read-only statement asks how long to wait.
-	var ms int64
-	err := d.db.QueryRowContext(ctx, d.q.wait, r.Key, token).Scan(&ms)
-	return driver.Grant{Retry: time.Duration(ms) * time.Millisecond}, err
+	// second, read-only statement asks how long to wait, and whether the
+	// holders are Limited ones (a mismatch, driver.Limiter's rule 2).
+	var (
+		ms      int64
+		limited bool
+	)
+	if err := d.db.QueryRowContext(ctx, d.q.wait, r.Key, token).Scan(&ms, &limited); err != nil || limited {
+		return driver.Grant{}, cmp.Or(err, limitedHeld(r, 0))
+	}
+	return driver.Grant{Retry: time.Duration(ms) * time.Millisecond}, nil
 }
 
 // runRelease is one attempt of q.release.
@@ -192,7 +200,8 @@ func (d *sqlDriver) retry(ctx context.Context, op func(context.Context) error, a
 // ctx's deadline or timeout. It reports through *ambiguous (if not nil)
 // whether a failed try may have been applied (so does a try cut short by
 // the end of ctx). Errors wrap locker.ErrUnavailable, or ctx.Err() once
-// ctx has ended.
+// ctx has ended; an error matching locker.ErrModeMismatch (a modal
+// rule's refusal, which changed nothing) is returned at once, as it is.
 func retry(ctx context.Context, timeout time.Duration, classify func(error) (transient, ambiguous bool), op func(context.Context) error, ambiguous *bool) error {
 	if ambiguous == nil {
 		ambiguous = new(bool)
@@ -203,14 +212,17 @@ func retry(ctx context.Context, timeout time.Duration, classify func(error) (tra
 		if err = op(ctx); err == nil || errors.Is(err, errRace) {
 			return err == nil
 		}
+		if errors.Is(err, locker.ErrModeMismatch) {
+			return true // the rule's answer, not a failure: final, as it is
+		}
 		// A statement cut short by ctx may have been applied by the server.
 		transient, amb := classify(err)
 		*ambiguous = *ambiguous || amb || ctx.Err() != nil
 		return !transient || ctx.Err() != nil
 	})
 	switch {
-	case err == nil:
-		return nil
+	case err == nil || errors.Is(err, locker.ErrModeMismatch):
+		return err
 	case ctx.Err() != nil:
 		return fmt.Errorf("locker/sql: %w (%v)", ctx.Err(), err)
 	}
