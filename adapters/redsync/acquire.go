@@ -67,8 +67,11 @@ func (d *redlock) check(r *driver.Request) error {
 	if r.TTL <= d.drift(r.TTL)+d.nodeTimeout(r.TTL) {
 		return fmt.Errorf("%w: %v leaves no validity after the drift allowance and a node timeout", locker.ErrInvalidTTL, r.TTL)
 	}
-	if int(r.Mode) >= len(driver.Modes) || r.Space > driver.Subtree {
+	if int(r.Mode) >= len(modes) || r.Space > driver.Subtree {
 		return fmt.Errorf("%w: mode %v, space %v", ErrInvalidOption, r.Mode, r.Space)
+	}
+	if r.Mode == driver.Limited && r.Limit < 1 {
+		return fmt.Errorf("%w: Limit(%d)", ErrInvalidOption, r.Limit)
 	}
 	return nil
 }
@@ -122,7 +125,7 @@ func (d *redlock) acquireArgs(rs []*driver.Request, hs []*held, q queueArgs) ([]
 	for i, r := range rs {
 		keys = append(keys, d.records(nameOf(r))...)
 		args = append(args, r.Owner, int(r.Mode), r.TTL.Milliseconds(), hs[i].id, r.Reentrant,
-			q.queue, r.ID, q.stamp, conflicting[r.Mode])
+			q.queue, r.ID, q.stamp, conflicting[r.Mode], r.Limit)
 	}
 	return keys, args
 }
@@ -180,6 +183,9 @@ func (d *redlock) taken(rs []*driver.Request, hs []*held, took []bool, q queueAr
 // refusal is the outcome of an attempt at rs that was not granted.
 func (d *redlock) refusal(rs []*driver.Request, vs []votes, took time.Duration) ([]driver.Grant, error) {
 	for i, v := range vs {
+		if v.mismatch >= d.quorum && v.limited != nil {
+			return nil, limitMismatch(rs[i], v.limited.mode, v.limited.limit)
+		}
 		if v.mismatch >= d.quorum {
 			r := rs[i]
 			return nil, fmt.Errorf("%w: owner %q holds %q in a mode other than %v", locker.ErrModeMismatch, r.Owner, r.Key, r.Mode)

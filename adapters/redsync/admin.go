@@ -23,14 +23,15 @@ const adminTimeout = 5 * time.Second
 
 // adminKeys are the Redis keys the admin scripts take for n.
 func (d *redlock) adminKeys(n name) []string {
-	return []string{d.anchor(n), d.holders(n, driver.Shared), d.markExpiries(n)}
+	return []string{d.anchor(n), d.holders(n, driver.Shared), d.markExpiries(n), d.holders(n, driver.Limited)}
 }
 
-// masterStatus is one master's record of a key: its S and X holders and
-// how many waiting marks are live.
+// masterStatus is one master's record of a key: its S, X and L holders,
+// how many waiting marks are live, and the L holders' Limit.
 type masterStatus struct {
 	holders []holderRecord
 	marks   int
+	limit   int
 }
 
 type holderRecord struct {
@@ -38,7 +39,7 @@ type holderRecord struct {
 	driver.Holder
 }
 
-// Status returns the S and X holders of key in space that hold it on a
+// Status returns the S, X or L holders of key in space that hold it on a
 // quorum of masters, or ErrNotHeld.
 func (d *redlock) Status(ctx context.Context, space driver.Space, key string) (locker.LockInfo, error) {
 	now, n := time.Now(), name{space, key}
@@ -84,16 +85,21 @@ func parseStatus(v []any, now time.Time) *masterStatus {
 		return st
 	}
 	st.marks = int(num(v[1]))
-	for f := v[2:]; len(f) >= 5; f = f[5:] {
+	if len(v) < 3 {
+		return st
+	}
+	st.limit = int(num(v[2]))
+	for f := v[3:]; len(f) >= 5; f = f[5:] {
 		st.holders = append(st.holders, rec(driver.Mode(num(f[0])), f[1:5]))
 	}
 	return st
 }
 
 // merge is the lock that the masters' records make: the holders recorded
-// on a quorum (Exclusive if one of them is), each with the largest fence
-// and hold count, lapsing when fewer than a quorum of its records remain;
-// and the waiting marks a quorum has.
+// on a quorum (Exclusive if one of them is, else Limited if one is, with
+// the Limit most masters report), each with the largest fence and hold
+// count, lapsing when fewer than a quorum of its records remain; and the
+// waiting marks a quorum has.
 func (d *redlock) merge(n name, res []result[*masterStatus]) (locker.LockInfo, bool) {
 	type who struct {
 		mode  driver.Mode
@@ -101,11 +107,15 @@ func (d *redlock) merge(n name, res []result[*masterStatus]) (locker.LockInfo, b
 	}
 	recs := map[who][]driver.Holder{}
 	var marks []int
+	limits := map[int]int{}
 	for _, r := range res {
 		if r.v == nil {
 			continue
 		}
 		marks = append(marks, r.v.marks)
+		if r.v.limit > 0 {
+			limits[r.v.limit]++
+		}
 		for _, h := range r.v.holders {
 			recs[who{h.mode, h.Owner}] = append(recs[who{h.mode, h.Owner}], h.Holder)
 		}
@@ -115,8 +125,8 @@ func (d *redlock) merge(n name, res []result[*masterStatus]) (locker.LockInfo, b
 		if len(hs) < d.quorum {
 			continue
 		}
-		if w.mode == driver.Exclusive && info.Mode != driver.Exclusive {
-			info.Mode, info.Holders = driver.Exclusive, nil
+		if outranks(w.mode, info.Mode) {
+			info.Mode, info.Holders = w.mode, nil
 		}
 		if w.mode == info.Mode {
 			info.Holders = append(info.Holders, mergeHolder(hs, d.quorum))
@@ -124,6 +134,9 @@ func (d *redlock) merge(n name, res []result[*masterStatus]) (locker.LockInfo, b
 	}
 	if len(info.Holders) == 0 {
 		return info, false
+	}
+	if info.Mode == driver.Limited {
+		info.Limit = mostReported(limits)
 	}
 	slices.SortFunc(info.Holders, func(a, b driver.Holder) int { return cmp.Compare(a.Fence, b.Fence) })
 	first := info.Holders[0]
@@ -133,6 +146,32 @@ func (d *redlock) merge(n name, res []result[*masterStatus]) (locker.LockInfo, b
 		info.Waiters = marks[len(marks)-d.quorum]
 	}
 	return info, true
+}
+
+// outranks reports whether holders in mode m name a key's mode over those
+// in mode o, where (but for a moment) they cannot meet: X, then L, then S.
+func outranks(m, o driver.Mode) bool {
+	rank := func(m driver.Mode) int {
+		switch m {
+		case driver.Exclusive:
+			return 2
+		case driver.Limited:
+			return 1
+		}
+		return 0
+	}
+	return rank(m) > rank(o)
+}
+
+// mostReported is the Limit the most masters report (the larger of a tie).
+func mostReported(limits map[int]int) int {
+	best := 0
+	for l, c := range limits {
+		if c > limits[best] || c == limits[best] && l > best {
+			best = l
+		}
+	}
+	return best
 }
 
 // mergeHolder is one holder as recs, a quorum or more of its records, make.
@@ -186,7 +225,7 @@ func (d *redlock) List(ctx context.Context, prefix string) ([]locker.LockInfo, e
 	return list, nil
 }
 
-// ForceUnlock deletes key's S and X holders in space on every master and
+// ForceUnlock deletes key's S, X and L holders in space on every master and
 // publishes the release. The holders' next keep-alive finds their records
 // gone on a quorum and reports the lease lost.
 func (d *redlock) ForceUnlock(ctx context.Context, space driver.Space, key string) error {

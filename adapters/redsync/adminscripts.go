@@ -3,10 +3,10 @@ package redsync
 import goredis "github.com/redis/go-redis/v9"
 
 // The operators' scripts. Both take KEYS anchor, S holders, marks by
-// expiry: a key's locks are its Shared and Exclusive holders (intention
-// holders are not locks of their own).
+// expiry, L holders: a key's locks are its Shared, Exclusive and Limited
+// holders (intention holders are not locks of their own).
 
-// forceScript: ARGV release channel. Deletes the key's S and X holders
+// forceScript: ARGV release channel. Deletes the key's S, X and L holders
 // (or an old version's record), live or not, and publishes " <fence>"
 // with the largest fence removed; {1} if a live one was, else {0}.
 var forceScript = goredis.NewScript(luaPrelude + `
@@ -40,6 +40,12 @@ for i = 1, #all, 2 do
   gone(1, all[i], all[i + 1])
 end
 redis.call('DEL', KEYS[2])
+all = redis.call('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES')
+for i = 1, #all, 2 do
+  gone(4, all[i], all[i + 1])
+end
+redis.call('DEL', KEYS[4])
+redis.call('HDEL', H, 'N')
 tidy(H, KEYS[3])
 if live == 0 then
   return {0}
@@ -49,8 +55,9 @@ return {1}
 `)
 
 // statusScript replies {} for a free key; {"legacy", owner, holds,
-// fence, pttl} for an old version's record; else {"", live marks, then
-// per live S or X holder: mode, owner, holds, fence, pttl}.
+// fence, pttl} for an old version's record; else {"", live marks, the
+// Limit of live L holders (0 if none), then per live S, X or L holder:
+// mode, owner, holds, fence, pttl}.
 var statusScript = goredis.NewScript(luaPrelude + `
 local H = KEYS[1]
 local v = redis.call('HMGET', H, 'o', 'x', 'xe', 'w')
@@ -60,7 +67,7 @@ elseif v[1] ~= '' then
   local r = redis.call('HMGET', H, 'n', 'f')
   return {'legacy', v[1], r[1] or '1', r[2] or '0', redis.call('PTTL', H)}
 end
-local out = {'', 0}
+local out = {'', 0, 0}
 if v[4] then
   out[2] = redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf')
 end
@@ -77,6 +84,13 @@ end
 local live = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf', 'WITHSCORES')
 for i = 1, #live, 2 do
   add(1, live[i], tonumber(live[i + 1]))
+end
+live = redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. now, '+inf', 'WITHSCORES')
+for i = 1, #live, 2 do
+  add(4, live[i], tonumber(live[i + 1]))
+end
+if #live > 0 then
+  out[3] = tonumber(redis.call('HGET', H, 'N') or '0') or 0
 end
 return out
 `)

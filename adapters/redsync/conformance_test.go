@@ -63,12 +63,12 @@ local x = redis.call('HMGET', KEYS[1], 'o', 'x', 'xe')
 if x[1] == '' and x[2] and alive(x[3]) then
   out[1] = '0 ' .. x[2]
 end
-for m = 1, 3 do
+for m = 1, 4 do
   for _, o in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1 + m], '(' .. now, '+inf')) do
     out[#out + 1] = m .. ' ' .. o
   end
 end
-for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '(' .. now, '+inf')) do
+for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], '(' .. now, '+inf')) do
   out[#out + 1] = 'w' .. w
 end
 return out

@@ -31,7 +31,15 @@
 // did; re-entry is per mode, and an owner asking for its key in another
 // mode is refused with locker.ErrModeMismatch when a quorum says so.
 // Subtree locks (locker.Subtree) are intention holders on a path's
-// ancestors and a holder on the path, taken together. The scripts need
+// ancestors and a holder on the path, taken together. Semaphores
+// (locker.Limit, driver.Limiter) are a fifth mode, Limited: each master
+// admits a Limited request while its holders and the Limited waiting
+// marks before it are fewer than n, keeps the holders' n on the anchor,
+// and answers any other n or mode with a mismatch, whoever the owner; a
+// quorum of grants is a grant, fenced as a shared one, and a quorum of
+// mismatches locker.ErrModeMismatch, everything taken on the way given
+// back. Each Limited holder's release wakes the waiters up to the last
+// that the free slots admit. The scripts need
 // Redis 6.2 or later (ZADD GT).
 //
 // Nothing queues on the masters, so writers are kept from starving by

@@ -123,7 +123,7 @@ func (d *redlock) RefreshBatch(ctx context.Context, hs []driver.Hold) ([]driver.
 // timeout, lest a slow one keep a record (and its waiters) until it
 // expires: dropping a hold by its id twice changes nothing.
 func (d *redlock) release(ctx context.Context, hs []*held, on []bool, announce bool) []result[[]int64] {
-	keys := make([]string, 0, 7*len(hs))
+	keys := make([]string, 0, (3+len(modes))*len(hs))
 	args := make([]any, 0, 4*len(hs))
 	for _, h := range hs {
 		channel := ""

@@ -78,12 +78,41 @@ local function claim(H, Z, C, m, owner, ttl, fence_s, id, fresh)
 end
 `
 
-// luaNextWaiter: nextWaiter(H, W, q) is " <stamp> <mode> <call id>" of
+// luaNextWaiter: nextWaiter(H, W, q, Z) is " <stamp> <mode> <call id>" of
 // the first live mark of the key (whose marks of mode m are KEYS[q+m]),
 // the waiter a release admits first, or "" if there is none: released
-// news carries it, so that only the waiters it may admit look again.
+// news carries it, so that only the waiters it may admit look again. If
+// that mark is Limited it is the last of the Limited marks the free slots
+// admit (the key's N less its live Limited holders, Z; nil if none may be
+// left): those before it look again too. With no Limited holder left, N
+// is its last holders' Limit, a hint (the waiters' is likely the same);
+// with no N, "": every waiter looks.
 const luaNextWaiter = `
-local function nextWaiter(H, W, q)
+local function lastAdmitted(H, W, Q, Z)
+  local live, room = 0, tonumber(redis.call('HGET', H, 'N') or '0') or 0
+  if Z then
+    live = redis.call('ZCOUNT', Z, '(' .. now, '+inf')
+  end
+  if room == 0 then
+    return nil
+  end
+  local i, best = 0, nil
+  room = room - live
+  while room > 0 do
+    local h = redis.call('ZRANGE', Q, i, i + 15, 'WITHSCORES')
+    if not h[1] then
+      break
+    end
+    for j = 1, #h, 2 do
+      if room > 0 and alive(redis.call('ZSCORE', W, '4' .. h[j])) then
+        best, room = {tonumber(h[j + 1]), 4, h[j], h[j + 1]}, room - 1
+      end
+    end
+    i = i + 16
+  end
+  return best
+end
+local function nextWaiter(H, W, q, Z)
   local w, best = redis.call('HGET', H, 'w') or '', nil
   for i = 1, #w do
     local m = tonumber(string.sub(w, i, i))
@@ -95,6 +124,13 @@ local function nextWaiter(H, W, q)
       end
     end
   end
+  if best and best[2] == 4 then
+    local v = lastAdmitted(H, W, KEYS[q + 4], Z)
+    if not v then
+      return ''
+    end
+    best = v
+  end
   if not best then
     return ''
   end
@@ -102,20 +138,21 @@ local function nextWaiter(H, W, q)
 end
 `
 
-// releaseScript drops holds: KEYS 7 per hold (anchor, holders, marks by
+// releaseScript drops holds: KEYS 8 per hold (anchor, holders, marks by
 // expiry, marks by mode); ARGV 4 per hold (mode, owner, hold id, channel,
 // "" for silence). Replies per hold 0 if the holder is not live or lacks
 // the hold, 1 if holds remain, 2 when the holder was deleted: that
 // publishes "<creator id> <fence>[ <next waiter>]" (see news) if no live
-// holder of its mode is left, as only then may a waiter be admitted. It
+// holder of its mode is left, as only then may a waiter be admitted (a
+// Limited holder always: it frees a slot). It
 // is also the undo of a failed attempt, whose hold id is the attempt's.
 // The last holder of a key without marks deletes it outright.
 var releaseScript = goredis.NewScript(luaNow + `
 -- The fast path: the last hold of a key's only holder, without marks.
-if #KEYS == 7 then
+if #KEYS == 8 then
   local H, Z, m, owner, id = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]
   local mo = m .. owner
-  local v = redis.call('HMGET', H, 'h' .. mo, 'x', 'xe', 'a' .. mo, 'f' .. mo, 'w', 'z')
+  local v = redis.call('HMGET', H, 'h' .. mo, 'x', 'xe', 'a' .. mo, 'f' .. mo, 'w', 'z', 'N')
   local live
   if m == '0' then
     live = v[2] == owner and tonumber(v[3]) > now
@@ -123,12 +160,15 @@ if #KEYS == 7 then
     local e = redis.call('ZSCORE', Z, owner)
     live = e and tonumber(e) > now
   end
-  -- its own fields, with o and L (and z)
+  -- its own fields, with o and L (and z, N)
   local own = 8
   if m ~= '0' then
     own = 5
   end
   if v[7] then
+    own = own + 1
+  end
+  if v[8] then
     own = own + 1
   end
   if live and not v[6] and v[1] == ',' .. id .. ',' and redis.call('HLEN', H) == own then
@@ -141,8 +181,8 @@ if #KEYS == 7 then
 end
 ` + luaHelpers + luaHolder + luaNextWaiter + `
 local out = {}
-for i = 0, #KEYS / 7 - 1 do
-  local H, Z, W = KEYS[7 * i + 1], KEYS[7 * i + 2], KEYS[7 * i + 3]
+for i = 0, #KEYS / 8 - 1 do
+  local H, Z, W = KEYS[8 * i + 1], KEYS[8 * i + 2], KEYS[8 * i + 3]
   local m, owner, id, ch = ARGV[4 * i + 1], ARGV[4 * i + 2], ARGV[4 * i + 3], ARGV[4 * i + 4]
   local v, live = holder(H, Z, m, owner)
   local s, e
@@ -162,14 +202,18 @@ for i = 0, #KEYS / 7 - 1 do
     else
       redis.call('ZREM', Z, owner)
       local top = redis.call('ZRANGE', Z, -1, -1, 'WITHSCORES')
-      freed = not alive(top[2])
+      freed = m == '4' or not alive(top[2])
       if not top[1] then
         redis.call('HSET', H, 'z', (string.gsub(redis.call('HGET', H, 'z') or '', m, '')))
       end
     end
     tidy(H, W)
     if ch ~= '' and freed then
-      redis.call('PUBLISH', ch, (v[3] or '') .. ' ' .. (v[2] or '0') .. nextWaiter(H, W, 7 * i + 4))
+      local L4
+      if m == '4' then
+        L4 = Z
+      end
+      redis.call('PUBLISH', ch, (v[3] or '') .. ' ' .. (v[2] or '0') .. nextWaiter(H, W, 8 * i + 4, L4))
     end
     out[i + 1] = 2
   end
@@ -178,7 +222,8 @@ return out
 `)
 
 // unmarkScript drops a call's waiting mark: KEYS anchor, marks by expiry,
-// marks by mode; ARGV mode, call id, channel ("" for silence). Replies
+// marks by mode, Limited holders; ARGV mode, call id, channel ("" for
+// silence). Replies
 // {1} if there was one: then, as a waiter behind it may be admitted, it
 // publishes " 0[ <next waiter>]" (a release of nobody's hold).
 var unmarkScript = goredis.NewScript(luaPrelude + luaNextWaiter + `
@@ -189,7 +234,7 @@ if gone == 1 then
     tidy(KEYS[1], KEYS[2])
   end
   if ARGV[3] ~= '' then
-    redis.call('PUBLISH', ARGV[3], ' 0' .. nextWaiter(KEYS[1], KEYS[2], 3))
+    redis.call('PUBLISH', ARGV[3], ' 0' .. nextWaiter(KEYS[1], KEYS[2], 3, KEYS[#KEYS]))
   end
 end
 return {gone}

@@ -94,5 +94,6 @@ func (d *redlock) unmark(ctx context.Context, r *driver.Request, on []bool, anno
 		channel = d.channel(n)
 	}
 	keys := append([]string{d.anchor(n), d.markExpiries(n)}, d.allMarks(n)...)
+	keys = append(keys, d.holders(n, driver.Limited))
 	d.round(ctx, r.TTL, on, unmarkScript, keys, int(r.Mode), r.ID, channel)
 }

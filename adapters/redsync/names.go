@@ -13,8 +13,8 @@ import (
 //	<prefix>l:<key>       the anchor, a hash: the holders' fences, holds and
 //	                      creators, the Exclusive holder and its expiry, the
 //	                      key's last fence, and o = "" (scripts.go)
-//	<prefix>l<m>:<key>    the holders in mode m (1 S, 2 IS, 3 IX): a sorted
-//	                      set of owners by expiry (ms, master's clock)
+//	<prefix>l<m>:<key>    the holders in mode m (1 S, 2 IS, 3 IX, 4 L): a
+//	                      sorted set of owners by expiry (ms, master's clock)
 //	<prefix>lw:<key>      the waiting marks by expiry: "<m><call id>"
 //	<prefix>lq<m>:<key>   the waiting marks of mode m (0 X too) by place:
 //	                      call ids scored by their call's stamp
@@ -27,6 +27,10 @@ type name struct {
 }
 
 func nameOf(r *driver.Request) name { return name{r.Space, r.Key} }
+
+// modes are the modes this driver keeps: driver.Modes, the matrix's, and
+// Limited (driver.Limiter), which has holders and marks as they do.
+var modes = [...]driver.Mode{driver.Exclusive, driver.Shared, driver.IntentShared, driver.IntentExclusive, driver.Limited}
 
 // letter names the space in Redis keys.
 func (n name) letter() string {
@@ -58,8 +62,8 @@ func (d *redlock) marks(n name, m driver.Mode) string {
 
 // allMarks lists n's marks by mode, in the order of the modes.
 func (d *redlock) allMarks(n name) []string {
-	ks := make([]string, len(driver.Modes))
-	for i, m := range driver.Modes {
+	ks := make([]string, len(modes))
+	for i, m := range modes {
 		ks[i] = d.marks(n, m)
 	}
 	return ks
@@ -71,7 +75,7 @@ func (d *redlock) allMarks(n name) []string {
 func (d *redlock) records(n name) []string {
 	ks := make([]string, 0, recordKeys)
 	ks = append(ks, d.anchor(n))
-	for _, m := range driver.Modes[1:] {
+	for _, m := range modes[1:] {
 		ks = append(ks, d.holders(n, m))
 	}
 	ks = append(ks, d.markExpiries(n))
@@ -79,7 +83,7 @@ func (d *redlock) records(n name) []string {
 }
 
 // recordKeys is how many Redis keys records returns.
-const recordKeys = 1 + 2*len(driver.Modes)
+const recordKeys = 1 + 2*len(modes)
 
 func (d *redlock) counterKey() string { return d.cfg.prefix + "fence" }
 

@@ -213,11 +213,17 @@ func (n *news) takenSince(key string, mode driver.Mode, since time.Time) (time.D
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	k := n.keys[key]
-	if k == nil || k.taken == "" || k.takenAt.Before(since) || mode.Compatible(k.takenMode) ||
+	if k == nil || k.taken == "" || k.takenAt.Before(since) || !excludes(k.takenMode, mode) ||
 		k.takenFence <= k.releasedFence || k.heardRelease(k.taken) {
 		return 0, false
 	}
 	return k.ttl, true
+}
+
+// excludes reports whether a take in mode taken leaves no room for a
+// request in mode: the matrix's, but a semaphore's take may leave a slot.
+func excludes(taken, mode driver.Mode) bool {
+	return !taken.Compatible(mode) && (taken != driver.Limited || mode != driver.Limited)
 }
 
 // takePayload is the take message of the hold id with ttl, fence and mode.

@@ -9,7 +9,6 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locker-go/locker"
-	"github.com/locker-go/locker/driver"
 	"github.com/locker-go/locker/internal/backoff"
 	"github.com/locker-go/locker/internal/rediskey"
 )
@@ -83,7 +82,7 @@ func (d *redlock) read(m *master) {
 // heard records a message on n's channel, waking the longest waiter of
 // each mode that a release may admit.
 func (d *redlock) heard(n name, payload string) {
-	for _, m := range driver.Modes {
+	for _, m := range modes {
 		k := hubKey(n, m)
 		wake, first := d.news.heard(k, payload)
 		if wake {

@@ -1,9 +1,10 @@
 package redsync
 
 import (
+	"strconv"
+
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/locker-go/locker/driver"
 	"github.com/locker-go/locker/internal/rediskey"
 )
 
@@ -23,7 +24,10 @@ import (
 // The anchor's other fields: o = "" (what an old version reads as the
 // owner: see the package doc), L the largest fence given on the key
 // (which makes a fence claimed by one grant unclaimable by another: see
-// claimScript) and w, set while the key may have waiting marks (marks.go).
+// claimScript), w, set while the key may have waiting marks (marks.go), z
+// the modes that may have holders in a sorted set, and N the Limit of its
+// Limited holders (limit.go), read as theirs only while one of them is
+// live (else it is the last ones', a hint for the wakes: nextWaiter).
 // Whatever is lapsed is evicted as it is met; every key expires (PEXPIRE)
 // after the last of its entries, and the anchor after all of them.
 
@@ -49,12 +53,12 @@ local function alive(s)
   end
   return nil
 end
--- tidy deletes anchor H once no holder (none has fields but o, L, w and
--- z) and no mark (W, marks by expiry) is left.
+-- tidy deletes anchor H once no holder (none has fields but o, L, w, z
+-- and N) and no mark (W, marks by expiry) is left.
 local function tidy(H, W)
-  local v = redis.call('HMGET', H, 'L', 'w', 'z')
+  local v = redis.call('HMGET', H, 'L', 'w', 'z', 'N')
   local own = 1
-  for i = 1, 3 do
+  for i = 1, 4 do
     if v[i] then
       own = own + 1
     end
@@ -73,11 +77,14 @@ end
 const luaPrelude = luaNow + luaHelpers
 
 // conflicting lists, for each mode, the modes it cannot hold a key beside,
-// as acquireScript takes them (driver.Compatible is the one matrix).
-var conflicting = func() [len(driver.Modes)]string {
-	var c [len(driver.Modes)]string
-	for _, m := range driver.Modes {
-		for _, o := range driver.Modes {
+// as acquireScript takes them (driver.Compatible is the one matrix, and
+// finds Limited compatible with nothing: a Limited mark before a request
+// of another mode refuses it, Limited holders are a mismatch for it, and
+// a Limited request reads no conflicts but limit's).
+var conflicting = func() [len(modes)]string {
+	var c [len(modes)]string
+	for _, m := range modes {
+		for _, o := range modes {
 			if !m.Compatible(o) {
 				c[m] += digit(o)
 			}
@@ -93,6 +100,7 @@ const (
 	granted   = 2 // {2, the counter drawn}
 	mismatch  = 3 // the owner holds the key in another mode
 	heldBack  = 4 // grantable, but another request of the batch was refused
+	misLimit  = 5 // {5, the mode held, its Limit if Limited}: driver.Limiter's rule 2, whoever the owner
 )
 
 // replyWidth is how many integers acquireScript replies per request.
@@ -105,23 +113,25 @@ const replyWidth = 4
 // owner, mode, ttl ms, hold id, reentrant (1 for a WithOwner owner),
 // queue (0: not queued; 1: queued, its place the stamp; 2: also
 // (re)place its waiting mark if refused), call id, stamp (the call's
-// place among waiters), the modes it conflicts with. Replies replyWidth
-// integers per request, then the counter (0 if no grant read it).
+// place among waiters), the modes it conflicts with, its Limit (if
+// Limited). Replies replyWidth integers per request, then the counter (0
+// if no grant read it).
 var acquireScript = goredis.NewScript(acquireLua)
 
 // requestArgs is how many ARGV acquireScript takes per request.
-const requestArgs = 9
+const requestArgs = 10
 
 // acquireLua: who refused is named by the attempt id of the X holder's
 // creator or of an old version's record; the holders of mode m by -(1+m),
-// the marks of mode m by -(5+m): each counts as one contender when votes
-// are sorted. A key whose anchor has an owner is an old version's record
+// the marks of mode m by -(5+m), Limited holders by -10: each counts as
+// one contender when votes are sorted. A key whose anchor has an owner is an old version's record
 // (package doc): held exclusively by it, never marked. A random owner
 // meeting its own holder (an earlier attempt's lost undo) takes it
 // afresh. Marks are ordered by the stamp the client chose, the same on
 // every master, so that two waiters stand in one order everywhere and
 // cannot each be first on a minority for ever.
 var acquireLua = luaNow + `
+local RK, RA = ` + strconv.Itoa(recordKeys) + `, ` + strconv.Itoa(requestArgs) + `
 local last, joined
 local function count()
 ` + rediskey.ClockFloor("1") + `
@@ -141,10 +151,10 @@ end
 -- The fast path: one request for a key that has no anchor, nor so
 -- anything else: granted at once.
 local first = anchor(1)
-if #ARGV == 10 and not first.o then
+if #ARGV == 1 + RA and not first.o then
   local owner, m, ttl, id = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
   local c, mo = 0, m .. owner
-  if m < 2 then
+  if m < 2 or m == 4 then
     c = count()
   end
   if m == 0 then
@@ -152,6 +162,9 @@ if #ARGV == 10 and not first.o then
       'x', owner, 'xe', now + ttl, 'xa', id)
   else
     redis.call('HSET', KEYS[2], 'o', '', 'f' .. mo, c, 'h' .. mo, ',' .. id .. ',', 'a' .. mo, id, 'L', c, 'z', m)
+    if m == 4 then
+      redis.call('HSET', KEYS[2], 'N', ARGV[11])
+    end
     redis.call('ZADD', KEYS[2 + m], now + ttl, owner)
     redis.call('PEXPIRE', KEYS[2 + m], ttl)
   end
@@ -160,7 +173,7 @@ if #ARGV == 10 and not first.o then
 end
 ` + luaHelpers + `
 -- A request's keys: anchor KEYS[k+1], mode m's holders KEYS[k+1+m]
--- (m > 0), marks by expiry KEYS[k+5], mode m's marks KEYS[k+6+m]. s is
+-- (m > 0), marks by expiry KEYS[k+6], mode m's marks KEYS[k+7+m]. s is
 -- its anchor as read: s.z lists the modes that may have holders in a
 -- sorted set, s.w those that may have marks (the anchor's z and w).
 local function has(set, m)
@@ -195,11 +208,11 @@ local function evict(k, s)
     s.z = z
   end
   if s.w ~= '' then
-    for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[k + 5], '-inf', now, 'LIMIT', 0, 100)) do
-      redis.call('ZREM', KEYS[k + 6 + tonumber(string.sub(w, 1, 1))], string.sub(w, 2))
-      redis.call('ZREM', KEYS[k + 5], w)
+    for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[k + 6], '-inf', now, 'LIMIT', 0, 100)) do
+      redis.call('ZREM', KEYS[k + 7 + tonumber(string.sub(w, 1, 1))], string.sub(w, 2))
+      redis.call('ZREM', KEYS[k + 6], w)
     end
-    if redis.call('EXISTS', KEYS[k + 5]) == 0 then
+    if redis.call('EXISTS', KEYS[k + 6]) == 0 then
       redis.call('HDEL', KEYS[k + 1], 'w')
       s.w = ''
     end
@@ -214,7 +227,7 @@ local function holds(k, s, m, owner)
 end
 -- head is the first live mark of mode m: call id, stamp, expiry.
 local function head(k, m)
-  local Q, W = KEYS[k + 6 + m], KEYS[k + 5]
+  local Q, W = KEYS[k + 7 + m], KEYS[k + 6]
   while true do
     local h = redis.call('ZRANGE', Q, 0, 0, 'WITHSCORES')
     if not h[1] then
@@ -252,6 +265,7 @@ local function conflicts(k, a, s)
   end
   return who, wait
 end
+` + luaLimit + `
 local function decide(k, a, s)
   if s.o and s.o ~= '' then
     s.v = {0, redis.call('PTTL', KEYS[k + 1]), tonumber(redis.call('HGET', KEYS[k + 1], 'a') or '0') or 0, 1}
@@ -262,7 +276,7 @@ local function decide(k, a, s)
   end
   local owner, mode = ARGV[a + 1], tonumber(ARGV[a + 2])
   if ARGV[a + 5] == '1' then
-    for m = 0, 3 do
+    for m = 0, 4 do
       if holds(k, s, m, owner) then
         s.v = {m == mode and 1 or 3}
         return
@@ -273,6 +287,10 @@ local function decide(k, a, s)
     if mode == 0 then
       s.x = nil
     end
+  end
+  s.v = limit(k, a, s, mode)
+  if s.v then
+    return
   end
   local who, wait = conflicts(k, a, s)
   if who then
@@ -306,15 +324,18 @@ local function grant(k, a, s)
   if not s.fresh then
     evict(k, s)
   end
-  if ARGV[a + 6] ~= '0' and has(s.w, m) and redis.call('ZREM', KEYS[k + 6 + m], ARGV[a + 7]) == 1 then
-    redis.call('ZREM', KEYS[k + 5], m .. ARGV[a + 7])
+  if ARGV[a + 6] ~= '0' and has(s.w, m) and redis.call('ZREM', KEYS[k + 7 + m], ARGV[a + 7]) == 1 then
+    redis.call('ZREM', KEYS[k + 6], m .. ARGV[a + 7])
   end
   if s.v[1] == 1 then
     return join(k, a, s)
   end
   local c, mo = 0, m .. owner
-  if m < 2 then
+  if m < 2 or m == 4 then
     c = count()
+  end
+  if m == 4 then
+    redis.call('HSET', H, 'N', ARGV[a + 10])
   end
   if m == 0 then
     redis.call('HSET', H, 'o', '', 'f' .. mo, c, 'h' .. mo, ',' .. id .. ',', 'a' .. mo, id, 'L', math.max(c, s.L),
@@ -342,8 +363,8 @@ local function grant(k, a, s)
 end
 -- mark places or renews the request's waiting mark, if asked (queue 2).
 local function mark(k, a, s)
-  local H, W, m, ttl, call = KEYS[k + 1], KEYS[k + 5], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), ARGV[a + 7]
-  local Q = KEYS[k + 6 + m]
+  local H, W, m, ttl, call = KEYS[k + 1], KEYS[k + 6], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), ARGV[a + 7]
+  local Q = KEYS[k + 7 + m]
   if not has(s.w, m) then
     redis.call('HSET', H, 'w', s.w .. m)
   end
@@ -353,20 +374,20 @@ local function mark(k, a, s)
   keep(W, ttl)
   keep(Q, ttl)
 end
-local n = (#ARGV - 1) / 9
+local n = (#ARGV - 1) / RA
 local ss, all = {}, true
 for i = 0, n - 1 do
   local s = first
   if i > 0 then
-    s = anchor(1 + i * 9)
+    s = anchor(1 + i * RK)
   end
-  decide(1 + i * 9, 1 + i * 9, s)
+  decide(1 + i * RK, 1 + i * RA, s)
   ss[i + 1] = s
   all = all and (s.v[1] == 1 or s.v[1] == 2)
 end
 local out = {}
 for i = 0, n - 1 do
-  local k, a, v = 1 + i * 9, 1 + i * 9, ss[i + 1].v
+  local k, a, v = 1 + i * RK, 1 + i * RA, ss[i + 1].v
   local r
   if all then
     r = grant(k, a, ss[i + 1])
@@ -377,6 +398,8 @@ for i = 0, n - 1 do
     r = v
   elseif v[1] == 3 then
     r = {3, 0, 0, 0}
+  elseif v[1] == 5 then
+    r = v
   else
     r = {4, 0, 0, 0}
   end

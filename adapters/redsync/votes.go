@@ -14,13 +14,21 @@ import (
 // votes sorts the masters' replies to an acquire round, for one request.
 type votes struct {
 	got, nre int             // masters where the hold is ours now; of them, re-entered
-	mismatch int             // masters where the owner holds the key in another mode
+	mismatch int             // masters where the owner holds the key in another mode, or Limited ones meet another mode or Limit
+	limited  *limitHeld      // what the last misLimit reply said was held
 	holders  map[int64]int   // who refused (see acquireScript) -> masters
 	pttls    []time.Duration // how long until what refused may lapse, one per refusing master
 	errs     []error         // masters that did not answer
 	reFence  uint64          // largest recorded fence among re-entered masters
 	newFence uint64          // fence for a fresh hold: largest counter among grants
 	counted  []uint64        // what each fresh grant counted to
+}
+
+// limitHeld is a master's report of a mismatch by driver.Limiter's rule 2:
+// the mode of the key's holders, and their Limit if Limited.
+type limitHeld struct {
+	mode  driver.Mode
+	limit int
 }
 
 // errMalformed marks a master whose reply is not acquireScript's.
@@ -64,6 +72,9 @@ func (v *votes) add(reply []int64, counter uint64) {
 		v.pttls = append(v.pttls, 0)
 	case mismatch:
 		v.mismatch++
+	case misLimit:
+		v.mismatch++
+		v.limited = &limitHeld{driver.Mode(reply[1]), int(reply[2])}
 	case reentered:
 		v.got++
 		v.nre++
