@@ -307,3 +307,41 @@ func TestUnlockCutShortByAHungRenewalReleasesLater(t *testing.T) {
 		t.Errorf("Err = %v, want ErrNotHeld", l.Err())
 	}
 }
+
+// failingSub's Subscribe fails as unavailable the first fails times.
+type failingSub struct {
+	*scripted
+	fails int
+}
+
+func (n *failingSub) Subscribe(ctx context.Context, r *driver.Request) (<-chan struct{}, func(), error) {
+	n.mu.Lock()
+	n.subscribed++
+	failed := n.subscribed <= n.fails
+	n.mu.Unlock()
+	if failed {
+		return nil, nil, Unavailable(errors.New("pub/sub down"))
+	}
+	return n.wake, func() {}, nil
+}
+func (n *failingSub) Listening() bool { return false }
+
+// A subscription that fails as unavailable does not fail a Lock whose
+// attempts succeed: it waits on the holder's remaining TTL, subscribes
+// again at each turn, and is granted.
+func TestLockOutlivesAFailedSubscription(t *testing.T) {
+	s := &scripted{grantAt: 4, retry: time.Millisecond, wake: make(chan struct{}, 1)}
+	n := &failingSub{scripted: s, fails: 2}
+	lk := New(n)
+	defer lk.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lease, err := lk.Lock(ctx, "k")
+	if err != nil {
+		t.Fatalf("Lock with two failed subscriptions = %v; want the grant", err)
+	}
+	defer lease.Unlock(ctx)
+	if n.subscribed != 3 || s.attempts != 4 {
+		t.Errorf("%d subscriptions, %d attempts; want 3 (two failed) and 4", n.subscribed, s.attempts)
+	}
+}

@@ -15,7 +15,10 @@ const minFallback = time.Millisecond
 
 // wait is Lock's loop: attempt, and while another owner holds the key,
 // sleep until the driver notifies a release or the holder's remaining TTL
-// runs out. There is no fixed poll interval. The first attempt is made
+// runs out. There is no fixed poll interval. A subscription that fails as
+// unavailable while the attempts succeed (pub/sub slow to connect, or
+// down) does not fail the Lock: it waits on the timer, subscribing again
+// each turn. The first attempt is made
 // before subscribing, so an uncontended Lock costs one round trip, unless
 // the driver listens already (then it subscribes first, for free); every
 // later attempt is made while subscribed, so no release slips between an
@@ -53,14 +56,17 @@ func (p *portable) wait(ctx context.Context, r *driver.Request) (granted, error)
 		refused = true
 		if wake == nil && p.notifier != nil {
 			stop, err := subscribe()
-			if err != nil {
-				if ctx.Err() != nil {
-					return granted{}, fmt.Errorf("%w: %q: %w", ErrLocked, r.Key, ctx.Err())
-				}
+			switch {
+			case err == nil:
+				defer stop() // runs once: wake is set from now on
+				continue
+			case ctx.Err() != nil:
+				return granted{}, fmt.Errorf("%w: %q: %w", ErrLocked, r.Key, ctx.Err())
+			case !errors.Is(err, ErrUnavailable):
 				return granted{}, err
 			}
-			defer stop() // runs once: wake is set from now on
-			continue
+			// The backend answers but its notifications do not (yet): wait
+			// on the timer alone, and subscribe again at the next turn.
 		}
 		if retry > 0 {
 			soon = minFallback
