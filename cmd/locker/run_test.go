@@ -192,8 +192,7 @@ func assertPrivateDB(t *testing.T, dir string) {
 	}
 }
 
-// --limit N makes KEY a semaphore; bad values are usage errors. (The
-// embedded SQLite keeps no limits yet: there a limit is exclusive.)
+// --limit N makes KEY a semaphore; bad values are usage errors.
 func TestRunLimitFlag(t *testing.T) {
 	t.Parallel()
 	env := testEnv(t)
