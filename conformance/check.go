@@ -21,6 +21,10 @@ type Check struct {
 	// and it closes every Locker it made before it returns. It gives up
 	// after two minutes, or when ctx ends.
 	Run func(ctx context.Context, h Harness) error
+	// Alone says the check loads the backend enough (50 contenders) to
+	// starve checks run beside it: Run and locker check run it by itself,
+	// before the others, which run together.
+	Alone bool
 }
 
 // SkipError is a check's answer when it could not run: the harness or the
@@ -80,9 +84,15 @@ func Checks() []Check {
 		check("ElectionObserve", checkElectionObserve),
 		check("ElectionLeaderCrash", checkElectionLeaderCrash),
 		check("Limit", checkLimit),
-		check("LimitContention", checkLimitContention),
+		alone(check("LimitContention", checkLimitContention)),
 		check("LimitAfterCrash", checkLimitAfterCrash),
 	}
+}
+
+// alone marks c to run by itself (Check.Alone).
+func alone(c Check) Check {
+	c.Alone = true
+	return c
 }
 
 // checkTimeout bounds one check well past anything it should need, so a

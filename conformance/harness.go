@@ -59,6 +59,12 @@ type Harness struct {
 	// paths are independent, are then skipped; those that they exclude
 	// what they must still run.
 	NoModes bool
+	// Contenders is how many contend for one Limit key in LimitContention
+	// (default 50). A harness may ask for fewer where the run itself
+	// cannot carry 50 (Redlock through proxies under the race detector:
+	// its masters' replies then miss their timeout), as long as a run
+	// elsewhere checks 50.
+	Contenders int
 	// Prefix begins every key the checks and benchmarks use; each check
 	// adds its name, so checks never share a key. It must be unique to the
 	// run when runs may overlap on one backend. Run defaults it from the
@@ -72,6 +78,13 @@ func (h Harness) ttl() time.Duration {
 		return h.TTL
 	}
 	return time.Second
+}
+
+func (h Harness) contenders() int {
+	if h.Contenders > 0 {
+		return h.Contenders
+	}
+	return 50
 }
 
 func (h Harness) prefix() string {

@@ -111,30 +111,20 @@ func (e *env) limitRefusals(l locker.Locker, key string) {
 	}
 }
 
-// checkLimitContention: 50 clients contend for a Limit(3) key: never a
-// fourth holder at once, every grant fenced above every earlier one seen
-// at its start, and every client served.
+// checkLimitContention: 50 contenders (Harness.Contenders) for a Limit(3)
+// key, five on each client (so many connections at once would measure the
+// connecting): never a fourth holder at once, no fence granted twice, and
+// every contender served.
 func checkLimitContention(e *env) error {
 	key := e.prefix + "k"
-	ls, err := e.clientsN(2)
+	n := e.h.contenders()
+	clients, err := e.limitClients(max((n+4)/5, 2))
 	if err != nil {
 		return err
 	}
-	if err := e.limitKept(ls[0], ls[1], e.prefix+"kept"); err != nil {
-		return err
-	}
-	more, err := e.clientsN(48)
-	if err != nil {
-		return err
-	}
-	ls = append(ls, more...)
-	// Each client's first call, one at a time: the check is of holding,
-	// not of 50 clients connecting at once (through proxies, under -race,
-	// a Redlock client's first calls missed their per-master timeout).
-	for _, l := range ls {
-		if err := e.tryUnlock(l, e.prefix+"warm"); err != nil {
-			return err
-		}
+	ls := make([]locker.Locker, n)
+	for i := range ls {
+		ls[i] = clients[i%len(clients)]
 	}
 	var (
 		holding, most atomic.Int32
@@ -172,10 +162,36 @@ func checkLimitContention(e *env) error {
 	// (How many held together at most is the backend's speed, not the
 	// contract: limitKept showed that holders share.)
 	if m := most.Load(); m > 3 {
-		e.errorf("%d holders at once of a Limit(3) under 50 clients; never more than 3", m)
+		e.errorf("%d holders at once of a Limit(3) under %d contenders; never more than 3", m, n)
 	}
-	e.logf("%d grants, at most %d holders at once", len(fences), most.Load())
+	e.logf("%d contenders, %d grants, at most %d holders at once", n, len(fences), most.Load())
 	return nil
+}
+
+// limitClients makes n clients, once two have shown that the backend keeps
+// limits, and makes each client's first call, one at a time: the checks
+// are of holding, not of n clients connecting at once (through proxies,
+// under -race, a Redlock client's first calls missed their per-master
+// timeout).
+func (e *env) limitClients(n int) ([]locker.Locker, error) {
+	ls, err := e.clientsN(2)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.limitKept(ls[0], ls[1], e.prefix+"kept"); err != nil {
+		return nil, err
+	}
+	more, err := e.clientsN(n - 2)
+	if err != nil {
+		return nil, err
+	}
+	ls = append(ls, more...)
+	for _, l := range ls {
+		if err := e.tryUnlock(l, e.prefix+"warm"); err != nil {
+			return nil, err
+		}
+	}
+	return ls, nil
 }
 
 // checkLimitAfterCrash: a holder of a Limit(2) crashes; its slot frees

@@ -2,13 +2,15 @@ package conformance
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/locker-go/locker/conformance/history"
 )
 
 // Run runs every check of [Checks] against the backend h drives, each as a
-// parallel subtest of t named after it: a check's error fails its subtest,
+// subtest of t named after it, those marked Alone first, one at a time,
+// then the others in parallel: a check's error fails its subtest,
 // a *SkipError skips it with its reason. Unless h.Prefix is set, keys
 // begin with "conformance-<random>/" and t's name.
 func Run(t *testing.T, h Harness) {
@@ -19,9 +21,15 @@ func Run(t *testing.T, h Harness) {
 	if h.Prefix == "" {
 		h.Prefix = h.prefix() + t.Name() + "/"
 	}
-	for _, c := range Checks() {
+	// The checks that must run alone run first, one at a time; the others
+	// then run together (parallel subtests start once Run returns).
+	checks := Checks()
+	slices.SortStableFunc(checks, func(a, b Check) int { return boolOrder(b.Alone) - boolOrder(a.Alone) })
+	for _, c := range checks {
 		t.Run(c.Name, func(t *testing.T) {
-			t.Parallel()
+			if !c.Alone {
+				t.Parallel()
+			}
 			h := h
 			if h.Log == nil {
 				h.Log = t.Logf
@@ -38,4 +46,12 @@ func Run(t *testing.T, h Harness) {
 			}
 		})
 	}
+}
+
+// boolOrder is 1 for true, for sorting.
+func boolOrder(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -131,10 +131,11 @@ func harness(t testing.TB) conformance.Harness {
 		NewLocker: func(context.Context) (locker.Locker, error) {
 			return newLocker(t, &crasher, addrs, WithNodeTimeout(harnessNodeTimeout))
 		},
-		Crash: crasher.Crash,
-		Hang:  crasher.Blackhole,
-		Slow:  crasher.Delay,
-		Count: func(ctx context.Context, prefix string) (int, error) { return countRecords(ctx, addrs, prefix) },
+		Crash:      crasher.Crash,
+		Hang:       crasher.Blackhole,
+		Slow:       crasher.Delay,
+		Contenders: raceContenders,
+		Count:      func(ctx context.Context, prefix string) (int, error) { return countRecords(ctx, addrs, prefix) },
 		RoundTrip: func(ctx context.Context) error {
 			return ping(addrs[0]).Ping(ctx).Err()
 		},
@@ -160,6 +161,32 @@ func ping(addr string) *goredis.Client {
 
 func TestConformance(t *testing.T) {
 	conformance.Run(t, harness(t))
+}
+
+// raceContenders is LimitContention's contenders in this package's race
+// run: 50 through proxies under the detector left the masters' replies
+// past their 500 ms timeout. TestLoadLimitContention runs the 50, in
+// scripts/test's step without the detector.
+var raceContenders = map[bool]int{true: 16, false: 0}[testenv.Race]
+
+// TestLoadLimitContention is the conformance check LimitContention with
+// its 50 contenders, without the race detector (scripts/test runs the
+// TestLoad tests so).
+func TestLoadLimitContention(t *testing.T) {
+	if testenv.Race {
+		t.Skip("50 contenders through proxies under the race detector measure the detector: scripts/test runs this without it")
+	}
+	h := harness(t)
+	h.Contenders, h.Prefix = 50, fmt.Sprintf("conformance-load-%d/%s/", time.Now().UnixNano(), t.Name())
+	for _, c := range conformance.Checks() {
+		if c.Name == "LimitContention" {
+			if err := c.Run(t.Context(), h); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatal("no LimitContention check")
 }
 
 // BenchmarkConformance connects straight to the masters, as RoundTrip

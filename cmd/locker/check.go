@@ -90,14 +90,22 @@ type checkResult struct {
 	err  chan error
 }
 
-// runChecks starts every check at once, each on its own keys and clients,
-// and returns their results in the suite's order.
+// runChecks runs the checks that must run alone (Check.Alone), one at a
+// time, then starts every other check at once, each on its own keys and
+// clients, and returns their results in the suite's order.
 func runChecks(ctx context.Context, h conformance.Harness) []checkResult {
 	checks := conformance.Checks()
 	results := make([]checkResult, len(checks))
 	for i, c := range checks {
 		results[i] = checkResult{name: c.Name, err: make(chan error, 1)}
-		go func() { results[i].err <- c.Run(ctx, h) }()
+		if c.Alone {
+			results[i].err <- c.Run(ctx, h)
+		}
+	}
+	for i, c := range checks {
+		if !c.Alone {
+			go func() { results[i].err <- c.Run(ctx, h) }()
+		}
 	}
 	return results
 }
