@@ -1,5 +1,7 @@
 package driver
 
+import "fmt"
+
 // Limited is the mode of a semaphore's holders (locker.Limit(n), n > 1):
 // up to Request.Limit of them hold a key together. It is no mode of the
 // multiple-granularity matrix (Modes does not list it, and Compatible
@@ -27,4 +29,21 @@ const Limited Mode = 4
 // holders as a Shared one's, with Mode Limited and its Limit.
 type Limiter interface {
 	KeepsLimits()
+}
+
+// LimitConflict is rule 2 of Limiter between a request asking for key in
+// mode asked (of Limit askedLimit, if Limited) and a holder in mode held
+// (of heldLimit): nil where they may meet (neither is Limited, or both
+// are, of one Limit), else what the mismatch is, for the driver to wrap
+// with locker.ErrModeMismatch.
+func LimitConflict(key string, asked, held Mode, askedLimit, heldLimit int) error {
+	switch {
+	case asked != Limited && held != Limited, asked == held && askedLimit == heldLimit:
+		return nil
+	case held != Limited:
+		return fmt.Errorf("%q is held as %v, asked for by a Limit(%d)", key, held, askedLimit)
+	case asked != Limited:
+		return fmt.Errorf("%q is held by a Limit(%d), asked for as %v", key, heldLimit, asked)
+	}
+	return fmt.Errorf("%q is held by a Limit(%d), asked for by a Limit(%d)", key, heldLimit, askedLimit)
 }

@@ -34,15 +34,10 @@ var _ driver.Limiter = (*etcdDriver)(nil)
 // mode or n, or another mode's behind a Limited one.
 func mismatch(r *driver.Request, first *mvccpb.KeyValue) error {
 	s, o := slotFor(r), slotOf(first)
-	switch {
-	case s == o, s.mode != driver.Limited && o.mode != driver.Limited:
-		return nil
-	case o.mode != driver.Limited:
-		return fmt.Errorf("%w: %q is held as %v, asked for by a Limit(%d)", locker.ErrModeMismatch, r.Key, o.mode, s.limit)
-	case s.mode != driver.Limited:
-		return fmt.Errorf("%w: %q is held by a Limit(%d), asked for as %v", locker.ErrModeMismatch, r.Key, o.limit, s.mode)
+	if err := driver.LimitConflict(r.Key, s.mode, o.mode, s.limit, o.limit); err != nil {
+		return fmt.Errorf("%w: %w", locker.ErrModeMismatch, err)
 	}
-	return fmt.Errorf("%w: %q is held by a Limit(%d), asked for by a Limit(%d)", locker.ErrModeMismatch, r.Key, o.limit, s.limit)
+	return nil
 }
 
 // limitBlocker is what keeps a Limited entry of n behind before (the

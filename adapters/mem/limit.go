@@ -22,19 +22,16 @@ var _ driver.Limiter = (*memDriver)(nil)
 // holders in another mode or of another Limit, or another mode's request
 // meeting Limited holders. Callers hold s.mu.
 func (e *entry) limitMismatch(r *driver.Request, now time.Time) error {
-	limited := e.anyLive(driver.Limited, now) != nil
-	if r.Mode != driver.Limited {
-		if limited {
-			return fmt.Errorf("%w: %q is held by a Limit(%d), asked for as %v", locker.ErrModeMismatch, r.Key, e.limit, r.Mode)
-		}
-		return nil
-	}
-	if limited && e.limit != r.Limit {
-		return fmt.Errorf("%w: %q is held by a Limit(%d), asked for by a Limit(%d)", locker.ErrModeMismatch, r.Key, e.limit, r.Limit)
-	}
 	for _, m := range modes {
-		if m != driver.Limited && e.anyLive(m, now) != nil {
-			return fmt.Errorf("%w: %q is held as %v, asked for by a Limit(%d)", locker.ErrModeMismatch, r.Key, m, r.Limit)
+		if r.Mode != driver.Limited && m != driver.Limited || e.anyLive(m, now) == nil {
+			continue // (two modes of the matrix meet by rule 3)
+		}
+		held := 0
+		if m == driver.Limited {
+			held = e.limit
+		}
+		if err := driver.LimitConflict(r.Key, r.Mode, m, r.Limit, held); err != nil {
+			return fmt.Errorf("%w: %w", locker.ErrModeMismatch, err)
 		}
 	}
 	return nil

@@ -87,15 +87,10 @@ func mismatch(r *driver.Request, children []string, name string) error {
 		return nil
 	}
 	s, o := classFor(r), classOf(first)
-	switch {
-	case s == o, s.mode != driver.Limited && o.mode != driver.Limited:
-		return nil
-	case o.mode != driver.Limited:
-		return fmt.Errorf("%w: %q is held as %v, asked for by a Limit(%d)", locker.ErrModeMismatch, r.Key, o.mode, s.limit)
-	case s.mode != driver.Limited:
-		return fmt.Errorf("%w: %q is held by a Limit(%d), asked for as %v", locker.ErrModeMismatch, r.Key, o.limit, s.mode)
+	if err := driver.LimitConflict(r.Key, s.mode, o.mode, s.limit, o.limit); err != nil {
+		return fmt.Errorf("%w: %w", locker.ErrModeMismatch, err)
 	}
-	return fmt.Errorf("%w: %q is held by a Limit(%d), asked for by a Limit(%d)", locker.ErrModeMismatch, r.Key, o.limit, s.limit)
+	return nil
 }
 
 // limitBlockers are the nodes before a Limited node of class c (before,
