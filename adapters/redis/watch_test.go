@@ -41,25 +41,15 @@ func TestWatchHearsAnnouncements(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			heard(t, changed, "the leader's grant")
+			testenv.Signalled(t, changed, "the leader's grant")
 			if err := lead.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}
-			heard(t, changed, "the leader's resignation")
+			testenv.Signalled(t, changed, "the leader's resignation")
 			stop()
 			if err := d.Announce(ctx, driver.Subtree, election+"/"); err != nil {
 				t.Fatal(err)
 			}
 		})
-	}
-}
-
-// heard waits for a signal on changed, for at most 5 s.
-func heard(t *testing.T, changed <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-changed:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("no signal within 5s of %s", what)
 	}
 }

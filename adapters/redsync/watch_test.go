@@ -7,6 +7,7 @@ import (
 
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/driver"
+	"github.com/locker-go/locker/internal/testenv"
 )
 
 // A watch on an election hears its leader's grant and resignation (the
@@ -26,7 +27,7 @@ func TestWatchHearsAnnouncements(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	heard(t, changed, "the leader's grant")
+	testenv.Signalled(t, changed, "the leader's grant")
 	next := make(chan locker.Lease, 1)
 	go func() {
 		l, _ := locker.Campaign(ctx, watcher.Locker, election)
@@ -35,7 +36,7 @@ func TestWatchHearsAnnouncements(t *testing.T) {
 	if err := lead.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	heard(t, changed, "the leader's resignation")
+	testenv.Signalled(t, changed, "the leader's resignation")
 	select {
 	case l := <-next:
 		if l == nil || l.Fence() <= lead.Fence() {
@@ -44,15 +45,5 @@ func TestWatchHearsAnnouncements(t *testing.T) {
 		_ = l.Unlock(ctx)
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiting candidate did not lead within 5s of the resignation")
-	}
-}
-
-// heard waits for a signal on changed, for at most 5 s.
-func heard(t *testing.T, changed <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-changed:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("no signal within 5s of %s", what)
 	}
 }

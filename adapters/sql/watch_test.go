@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/driver"
@@ -39,19 +38,9 @@ func TestWatchHearsAnnouncements(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	heard(t, changed, "the leader's grant")
+	testenv.Signalled(t, changed, "the leader's grant")
 	if err := lead.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	heard(t, changed, "the leader's resignation")
-}
-
-// heard waits for a signal on changed, for at most 5 s.
-func heard(t *testing.T, changed <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-changed:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("no signal within 5s of %s", what)
-	}
+	testenv.Signalled(t, changed, "the leader's resignation")
 }
