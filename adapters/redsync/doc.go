@@ -110,6 +110,9 @@
 // writers, as all waiters did before), and an old client's subtree lock
 // (which held the path's top segment as a plain key) does not meet this
 // version's subtree locks. Old admin tools show new locks as held by "".
+// A client of a version before semaphores does not see Limited holders
+// (they are kept apart from the other modes'): use Limit on a prefix once
+// every client of it is of this version.
 //
 // # What breaks the guarantees
 //
