@@ -112,10 +112,8 @@ func countRecords(ctx context.Context, addrs []string, prefix string) (int, erro
 
 // suiteNodeTimeout is the per-node timeout of this package's tests: their
 // many parallel subtests under -race on a small shared machine can hold a
-// reply past the 50 ms default, and past 250 ms beside another package's
-// (TestRenewalsBatched found all five masters unanswered, twice, taking
-// its 200 leases); the fault tests keep the default.
-const suiteNodeTimeout = 500 * time.Millisecond
+// reply past the 50 ms default; the fault tests keep the default.
+const suiteNodeTimeout = 250 * time.Millisecond
 
 // harnessNodeTimeout is the conformance suite's: its MutualExclusion, beside
 // other packages' tests, saw all five masters unanswered past 250 ms at
