@@ -73,7 +73,10 @@ func (d *etcdDriver) attempt(ctx context.Context, r *driver.Request) (driver.Gra
 	en := &entry{d: d, r: r, name: q + rand.Text(), lease: el}
 	r.State = en
 	put := clientv3.OpPut(en.name, en.record().encode(), clientv3.WithLease(el.id))
-	if !r.Wait || r.Reentrant || (r.Mode != driver.Exclusive && r.Mode != driver.Limited) {
+	// A Lock queues at once, in every mode: readers that came together
+	// would otherwise each read the queue, then fail to put their entry
+	// because another reader's came first (tryFirst), and start over.
+	if !r.Wait || r.Reentrant {
 		if g, done, err := en.tryFirst(ctx, q, put, start); done || err != nil {
 			return g, err
 		}
@@ -186,10 +189,9 @@ func waitFor(before []*mvccpb.KeyValue, r *driver.Request) *mvccpb.KeyValue {
 	return lastIncompatible(before, r.Mode)
 }
 
-// tryFirst is the attempt of a call that may not queue: a TryLock, a
-// WithOwner call (a re-entry waits for nobody), or a Lock in a mode that
-// other holders may share (not Limited: a semaphore's Lock queues at
-// once). Its entry goes in at once into an empty queue, or one whose
+// tryFirst is the attempt of a call that may not queue: a TryLock, or a
+// WithOwner call (a re-entry waits for nobody). Its entry goes in at once
+// into an empty queue, or one whose
 // every entry admits it (unless an entry came meanwhile: then it starts
 // over); a re-entry joins its owner's holder; a mismatch (rule 2) writes
 // nothing. done is false if the call is to queue.

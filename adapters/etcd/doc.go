@@ -31,9 +31,14 @@
 // key is refused with locker.ErrModeMismatch, as the first entry before
 // the call's shows; a call that had queued first removes its entry again.
 //
-// Lock queues its entry and watches only its predecessor (no herd; a
+// Lock queues its entry at once, in every mode, reading the entries
+// before it in the same txn (readers that come together each take one
+// txn, and hold together), and watches only its predecessor (no herd; a
 // semaphore's waiter hears its key's releases, but reads only once one
-// admits it).
+// admits it). A Locker's waits share one watch stream, kept open from its
+// first wait until Close by a watch of a key nobody writes: the client
+// closes a stream with its last watch, and a stream per wait cost the
+// server more than the wait's txns.
 // TryLock writes only into an empty queue, so a refusal leaves nothing. An
 // entry whose removal fails is retried by a background sweep until it is
 // gone or the Locker closes.

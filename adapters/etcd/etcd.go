@@ -69,6 +69,7 @@ type etcdDriver struct {
 	started sync.Once // the sweep
 
 	offsets offsetCache // the fence offsets last seen on raised keys (floor.go)
+	anchor  anchor      // keeps the waiters' watch stream open (watchstream.go)
 	driver.Log
 }
 

@@ -23,8 +23,9 @@ import (
 const renewTTL = 2 * time.Second
 
 // calls counts the etcd calls a client makes: Txns, keep-alive messages
-// (a LeaseKeepAlive stream's sends) and the other unary calls.
-type calls struct{ txn, keepAlive, other atomic.Int64 }
+// (a LeaseKeepAlive stream's sends) and the other unary calls; and,
+// apart, the watch streams it opens.
+type calls struct{ txn, keepAlive, other, watchStreams atomic.Int64 }
 
 func (c *calls) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	if method == "/etcdserverpb.KV/Txn" {
@@ -37,6 +38,9 @@ func (c *calls) unary(ctx context.Context, method string, req, reply any, cc *gr
 
 func (c *calls) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, open grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	s, err := open(ctx, desc, cc, method, opts...)
+	if err == nil && method == "/etcdserverpb.Watch/Watch" {
+		c.watchStreams.Add(1)
+	}
 	if err != nil || method != "/etcdserverpb.Lease/LeaseKeepAlive" {
 		return s, err
 	}

@@ -30,7 +30,7 @@ func (en *entry) waitTurn(ctx context.Context, mine int64, pred *mvccpb.KeyValue
 	tick := time.NewTicker(max(en.lease.granted/3, 100*time.Millisecond))
 	defer tick.Stop()
 	for {
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wctx, cancel := context.WithCancel(en.d.watchCtx(ctx))
 		wch := en.d.client.Watch(wctx, string(pred.Key), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
 		next, rev, err := en.watch(ctx, mine, pred, readRev, wch, tick.C)
 		cancel()

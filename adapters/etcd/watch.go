@@ -81,7 +81,7 @@ func (w *queueWatch) start(life context.Context, end context.CancelFunc, wch cli
 func (w *queueWatch) open(ctx, life context.Context) (clientv3.WatchChan, context.CancelFunc, error) {
 	rctx, rcancel := w.d.rpc(ctx)
 	defer rcancel()
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(life))
+	wctx, cancel := context.WithCancel(w.d.watchCtx(life))
 	wch := w.d.client.Watch(wctx, w.prefix, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 	var err error
 	select {

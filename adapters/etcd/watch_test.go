@@ -235,8 +235,10 @@ func TestWatchRebuildsABrokenWatch(t *testing.T) {
 	}
 }
 
-// stop ends the watch's goroutine and etcd's watch stream: the goroutines
-// fall back to their number before Watch.
+// stop ends the watch's goroutine and its etcd watch: the goroutines fall
+// back to their number before Watch. (The watch stream is the driver's,
+// kept open from its first watch until Close: a first watch, stopped,
+// starts it before the count.)
 func TestWatchStopLeavesNoGoroutine(t *testing.T) {
 	_, d, c := testLocker(t)
 	other, _, _ := testLocker(t)
@@ -250,6 +252,11 @@ func TestWatchStopLeavesNoGoroutine(t *testing.T) {
 		t.Fatal(err)
 	}
 	queueLen(t, d, c, key)
+	_, stopFirst, err := d.Watch(ctx, driver.Plain, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopFirst()
 	before := runtime.NumGoroutine()
 
 	ch, stop, err := d.Watch(ctx, driver.Plain, key)
