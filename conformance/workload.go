@@ -82,6 +82,13 @@ func ReadMix(ctx context.Context, lockers []locker.Locker, key string, ops int, 
 	})
 }
 
+// Readers is Contend with every acquisition shared: the bound of a
+// ReadMix on the same key and machine, where no writer waits.
+func Readers(ctx context.Context, lockers []locker.Locker, key string, ops int, hold time.Duration, progress func()) (Contention, error) {
+	shared := []locker.Option{locker.Shared()}
+	return contend(ctx, lockers, keyOf(key, 1), ops, hold, progress, func(int64) []locker.Option { return shared })
+}
+
 // contend is Contend with key(n) and opts(n) the key and options of the
 // n-th acquisition.
 func contend(ctx context.Context, lockers []locker.Locker, key func(n int64) string, ops int, hold time.Duration, progress func(), opts func(n int64) []locker.Option) (Contention, error) {
