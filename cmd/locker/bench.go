@@ -43,6 +43,11 @@ type benchResult struct {
 	ReadMixOpsPerSec float64 `json:"read_mix_ops_per_sec,omitempty"`
 	ReadMixWaitP99   float64 `json:"read_mix_wait_p99_ms,omitempty"`
 	ReadMixX         float64 `json:"read_mix_x,omitempty"`
+	// Readers (--shared): every acquisition shared, the most a read mix
+	// can do against this backend from this machine; ReadersX is its
+	// throughput over the exclusive one's.
+	ReadersOpsPerSec float64 `json:"readers_ops_per_sec,omitempty"`
+	ReadersX         float64 `json:"readers_x,omitempty"`
 	Error            string  `json:"error,omitempty"`
 }
 
@@ -50,7 +55,7 @@ type benchConfig struct {
 	workers, ops int
 	keys         int // the contended phase's keys
 	hold         time.Duration
-	shared       bool // also run the read-heavy mix
+	shared       bool // also run the read-heavy mix, and all readers
 }
 
 // benchOpts are bench's flags.
@@ -69,7 +74,7 @@ func benchFlags(fs *flag.FlagSet, f *benchOpts) {
 	fs.IntVar(&f.keys, "keys", 1, "keys the contending workers spread over (1: all on one key)")
 	fs.IntVar(&f.ops, "ops", 1000, "lock+unlock operations per phase")
 	fs.DurationVar(&f.hold, "hold", time.Millisecond, "how long each contended acquisition holds the key")
-	fs.BoolVar(&f.shared, "shared", false, "also measure a read-heavy mix: nine acquisitions in ten shared")
+	fs.BoolVar(&f.shared, "shared", false, "also measure a read-heavy mix (nine acquisitions in ten shared) and all readers, the most a mix can do here")
 	fs.IntVar(&f.leases, "leases", 0, "instead, hold `N` leases through one Locker, kept alive, and measure what that costs: backend calls/s, client CPU, goroutines")
 	fs.DurationVar(&f.ttl, "ttl", 3*time.Second, "with --leases: the leases' TTL")
 	fs.DurationVar(&f.window, "for", 10*time.Second, "with --leases: how long to measure")
@@ -159,7 +164,7 @@ func (e env) benchOne(ctx context.Context, raw string, cfg benchConfig) (benchRe
 	prefix := "locker-bench/" + strings.ToLower(rand.Text()[:8]) + "/"
 	phases := 2
 	if cfg.shared {
-		phases++
+		phases += 2 // the mix, and all readers
 	}
 	bar := newProgress(e.stderr, r.Label, phases*cfg.ops)
 	defer bar.finish()
@@ -194,6 +199,12 @@ func (e env) benchOne(ctx context.Context, raw string, cfg benchConfig) (benchRe
 		}
 		r.ReadMixOpsPerSec, r.ReadMixWaitP99 = m.OpsPerSec(), ms(m.Wait(0.99))
 		r.ReadMixX = r.ReadMixOpsPerSec / r.OpsPerSec
+		a, err := conformance.Readers(ctx, lockers, prefix+"readers", cfg.ops, cfg.hold, func() { bar.add(1) })
+		if err != nil {
+			return r, solo.explain(err)
+		}
+		r.ReadersOpsPerSec = a.OpsPerSec()
+		r.ReadersX = r.ReadersOpsPerSec / r.OpsPerSec
 	}
 	return r, nil
 }
@@ -239,7 +250,7 @@ func (e env) benchTable(results []benchResult) {
 	mix := len(results) > 0 && results[0].ReadMixOpsPerSec > 0
 	head := "BACKEND\tLOCK+UNLOCK p50\tp99\tRTT×\tCONTENDED ops/s\tWAIT p50\tWAIT p99\tFAIRNESS\t"
 	if mix {
-		head += "90% READ ops/s\t× EXCL\tWAIT p99\t"
+		head += "90% READ ops/s\t× EXCL\tWAIT p99\tALL READ ops/s\t× EXCL\t"
 	}
 	fmt.Fprintln(w, head)
 	var failed []benchResult
@@ -247,7 +258,7 @@ func (e env) benchTable(results []benchResult) {
 		if r.Error != "" { // the reason below the table, which keeps its columns
 			fmt.Fprintf(w, "%s\tfailed (see below)\t-\t-\t-\t-\t-\t-\t", r.Label)
 			if mix {
-				fmt.Fprint(w, "-\t-\t-\t")
+				fmt.Fprint(w, "-\t-\t-\t-\t-\t")
 			}
 			fmt.Fprintln(w)
 			failed = append(failed, r)
@@ -260,7 +271,7 @@ func (e env) benchTable(results []benchResult) {
 		fmt.Fprintf(w, "%s\t%.2f ms\t%.2f ms\t%s\t%.0f\t%.1f ms\t%.1f ms\t%.3f\t",
 			r.Label, r.LockUnlockP50, r.LockUnlockP99, rttx, r.OpsPerSec, r.WaitP50, r.WaitP99, r.Fairness)
 		if mix {
-			fmt.Fprintf(w, "%.0f\t%.2f\t%.1f ms\t", r.ReadMixOpsPerSec, r.ReadMixX, r.ReadMixWaitP99)
+			fmt.Fprintf(w, "%.0f\t%.2f\t%.1f ms\t%.0f\t%.2f\t", r.ReadMixOpsPerSec, r.ReadMixX, r.ReadMixWaitP99, r.ReadersOpsPerSec, r.ReadersX)
 		}
 		fmt.Fprintln(w)
 	}

@@ -68,6 +68,35 @@ func TestBenchKeys(t *testing.T) {
 	}
 }
 
+// --shared adds the read-heavy mix and all readers, each with its
+// throughput over the exclusive one's, to the JSON and the table.
+func TestBenchShared(t *testing.T) {
+	t.Parallel()
+	db := "sqlite://" + filepath.Join(t.TempDir(), "bench.db")
+	env := testEnv(t)
+	r := cli(t, env, "bench", "--backend", db, "--ops", "30", "--workers", "3", "--shared", "--json").want(t, 0, "bench --shared")
+	var results []benchResult
+	if err := json.Unmarshal([]byte(r.stdout), &results); err != nil || len(results) != 1 {
+		t.Fatalf("bench --json printed %q: %v", r.stdout, err)
+	}
+	res := results[0]
+	if res.Error != "" || res.ReadMixOpsPerSec <= 0 || res.ReadersOpsPerSec <= 0 {
+		t.Fatalf("bench --shared: %+v; want the mix and all readers measured", res)
+	}
+	for _, c := range []struct {
+		name   string
+		x, ops float64
+	}{{"read_mix_x", res.ReadMixX, res.ReadMixOpsPerSec}, {"readers_x", res.ReadersX, res.ReadersOpsPerSec}} {
+		if want := c.ops / res.OpsPerSec; c.x != want {
+			t.Errorf("%s %v; want %v, its ops/s over the exclusive ops/s", c.name, c.x, want)
+		}
+	}
+	table := cli(t, env, "bench", "--backend", db, "--ops", "30", "--workers", "3", "--shared").want(t, 0, "bench --shared")
+	if !strings.Contains(table.stdout, "90% READ ops/s") || !strings.Contains(table.stdout, "ALL READ ops/s") {
+		t.Errorf("table %q; want the mix's and all readers' columns", table.stdout)
+	}
+}
+
 // A backend that fails keeps the table's columns: its row says so, and
 // the reason follows the table.
 func TestBenchTableAlignedWhenABackendFails(t *testing.T) {
