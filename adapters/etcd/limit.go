@@ -3,7 +3,6 @@ package etcd
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -116,46 +115,27 @@ func (en *entry) waitLimit(ctx context.Context, mine int64, before []*mvccpb.Key
 // or returns the entries before it, read at rev, once the watch broke.
 func (en *entry) countDown(ctx context.Context, mine int64, before []*mvccpb.KeyValue, readRev int64,
 	wch clientv3.WatchChan, tick <-chan time.Time) (held bool, _ []*mvccpb.KeyValue, rev int64, _ error) {
+	countOff := func(kv *mvccpb.KeyValue) (relevant, look bool) {
+		gone := func(e *mvccpb.KeyValue) bool { return bytes.Equal(e.Key, kv.Key) }
+		if !slices.ContainsFunc(before, gone) && string(kv.Key) != en.name {
+			return false, false // an entry after mine
+		}
+		before = slices.DeleteFunc(before, gone)
+		return true, string(kv.Key) == en.name || limitBlocker(before, en.r.Limit) == nil
+	}
 	for {
-		var (
-			look, broken bool
-			at           int64 // a revision this member has applied: read there
-		)
-		select {
-		case <-ctx.Done(): // waiting behind holders
-			return false, nil, 0, fmt.Errorf("%w: %w", locker.ErrLocked, ctx.Err())
-		case <-tick:
-			if err := en.lease.ensure(ctx, en.lease.granted*2/3); errors.Is(err, errLeaseGone) {
-				return false, nil, 0, errRequeue
-			}
-			continue // a failed keep-alive is retried at the next tick
-		case resp, ok := <-wch:
-			switch {
-			case !ok || resp.Canceled || resp.Err() != nil:
-				look, broken = true, true
-			case resp.Created:
-				look, at = resp.Header.Revision > readRev, resp.Header.Revision
-			}
-			for _, ev := range resp.Events {
-				gone := func(kv *mvccpb.KeyValue) bool { return bytes.Equal(kv.Key, ev.Kv.Key) }
-				if ev.Type != mvccpb.DELETE || !slices.ContainsFunc(before, gone) && string(ev.Kv.Key) != en.name {
-					continue // an entry after mine
-				}
-				before = slices.DeleteFunc(before, gone)
-				look, at = look || string(ev.Kv.Key) == en.name || limitBlocker(before, en.r.Limit) == nil, ev.Kv.ModRevision
-			}
+		h, err := en.hear(ctx, readRev, wch, tick, countOff)
+		if err != nil {
+			return false, nil, 0, err
 		}
-		if !look {
-			continue
-		}
-		next, off, rev, err := en.lookBack(ctx, mine, at)
+		next, off, rev, err := en.lookBack(ctx, mine, h.at)
 		switch {
 		case err != nil:
 			return false, nil, 0, err
 		case limitBlocker(next, en.r.Limit) == nil:
 			en.granted(off)
 			return true, nil, 0, nil
-		case broken:
+		case h.broken:
 			return false, next, rev, nil
 		}
 		before, readRev = next, rev // this watch covers everything after rev

@@ -45,45 +45,70 @@ func (en *entry) waitTurn(ctx context.Context, mine int64, pred *mvccpb.KeyValue
 // key, or the new predecessor when the watch must move to it.
 func (en *entry) watch(ctx context.Context, mine int64, pred *mvccpb.KeyValue, readRev int64,
 	wch clientv3.WatchChan, tick <-chan time.Time) (*mvccpb.KeyValue, int64, error) {
+	predGone := func(*mvccpb.KeyValue) (bool, bool) { return true, true } // the watch is of pred alone
 	for {
-		var (
-			look, broken bool
-			at           int64 // a revision this member has applied: read there
-		)
-		select {
-		case <-ctx.Done(): // waiting behind a holder
-			return nil, 0, fmt.Errorf("%w: %w", locker.ErrLocked, ctx.Err())
-		case <-tick:
-			if err := en.lease.ensure(ctx, en.lease.granted*2/3); errors.Is(err, errLeaseGone) {
-				return nil, 0, errRequeue
-			}
-			continue // a failed keep-alive is retried at the next tick
-		case resp, ok := <-wch:
-			switch {
-			case !ok || resp.Canceled || resp.Err() != nil:
-				look, broken = true, true
-			case resp.Created:
-				look, at = resp.Header.Revision > readRev, resp.Header.Revision
-			}
-			for _, ev := range resp.Events {
-				if ev.Type == mvccpb.DELETE {
-					look, at = true, ev.Kv.ModRevision
-				}
-			}
+		h, err := en.hear(ctx, readRev, wch, tick, predGone)
+		if err != nil {
+			return nil, 0, err
 		}
-		if !look {
-			continue
-		}
-		next, rev, err := en.check(ctx, mine, at)
+		next, rev, err := en.check(ctx, mine, h.at)
 		switch {
 		case err != nil:
 			return nil, 0, err
 		case next == nil:
 			return nil, 0, nil
-		case broken || !bytes.Equal(next.Key, pred.Key): // names are never reused
+		case h.broken || !bytes.Equal(next.Key, pred.Key): // names are never reused
 			return next, rev, nil
 		}
 		readRev = rev // same predecessor, and this watch covers everything after rev
+	}
+}
+
+// heard is what a wait learns from its watch: that it must read the
+// queue (at a revision this member has applied, if at > 0), and whether
+// the watch is over (broken), so that another must be set up.
+type heard struct {
+	broken bool
+	at     int64
+}
+
+// hear waits for a response of the wait's watch wch (set up after the
+// wait read the queue at readRev) that calls for a read, keeping en's
+// etcd lease alive meanwhile. gone tells of each deletion the watch
+// reports whether it concerns the wait (relevant), and whether it may have
+// let en hold the key (look).
+func (en *entry) hear(ctx context.Context, readRev int64, wch clientv3.WatchChan, tick <-chan time.Time,
+	gone func(kv *mvccpb.KeyValue) (relevant, look bool)) (heard, error) {
+	for {
+		select {
+		case <-ctx.Done(): // waiting behind holders
+			return heard{}, fmt.Errorf("%w: %w", locker.ErrLocked, ctx.Err())
+		case <-tick:
+			if err := en.lease.ensure(ctx, en.lease.granted*2/3); errors.Is(err, errLeaseGone) {
+				return heard{}, errRequeue
+			}
+			// a failed keep-alive is retried at the next tick
+		case resp, ok := <-wch:
+			if !ok || resp.Canceled || resp.Err() != nil {
+				return heard{broken: true}, nil
+			}
+			var h heard
+			look := resp.Created && resp.Header.Revision > readRev // a change between the read and the watch
+			if resp.Created {
+				h.at = resp.Header.Revision
+			}
+			for _, ev := range resp.Events {
+				if ev.Type != mvccpb.DELETE {
+					continue
+				}
+				if relevant, l := gone(ev.Kv); relevant {
+					look, h.at = look || l, ev.Kv.ModRevision
+				}
+			}
+			if look {
+				return h, nil
+			}
+		}
 	}
 }
 
