@@ -193,20 +193,29 @@ func (e env) benchOne(ctx context.Context, raw string, cfg benchConfig) (benchRe
 	r.Fairness = c.Fairness()
 	r.PerWorker = c.PerOwner
 	if cfg.shared {
-		m, err := conformance.ReadMix(ctx, lockers, prefix+"read-mix", cfg.ops, cfg.hold, func() { bar.add(1) })
-		if err != nil {
+		if err := benchShared(ctx, &r, lockers, prefix, cfg, bar); err != nil {
 			return r, solo.explain(err)
 		}
-		r.ReadMixOpsPerSec, r.ReadMixWaitP99 = m.OpsPerSec(), ms(m.Wait(0.99))
-		r.ReadMixX = r.ReadMixOpsPerSec / r.OpsPerSec
-		a, err := conformance.Readers(ctx, lockers, prefix+"readers", cfg.ops, cfg.hold, func() { bar.add(1) })
-		if err != nil {
-			return r, solo.explain(err)
-		}
-		r.ReadersOpsPerSec = a.OpsPerSec()
-		r.ReadersX = r.ReadersOpsPerSec / r.OpsPerSec
 	}
 	return r, nil
+}
+
+// benchShared runs --shared's phases on the contended phase's lockers:
+// the read-heavy mix, then all readers, each against r's exclusive ops/s.
+func benchShared(ctx context.Context, r *benchResult, lockers []locker.Locker, prefix string, cfg benchConfig, bar *progress) error {
+	m, err := conformance.ReadMix(ctx, lockers, prefix+"read-mix", cfg.ops, cfg.hold, func() { bar.add(1) })
+	if err != nil {
+		return err
+	}
+	r.ReadMixOpsPerSec, r.ReadMixWaitP99 = m.OpsPerSec(), ms(m.Wait(0.99))
+	r.ReadMixX = r.ReadMixOpsPerSec / r.OpsPerSec
+	a, err := conformance.Readers(ctx, lockers, prefix+"readers", cfg.ops, cfg.hold, func() { bar.add(1) })
+	if err != nil {
+		return err
+	}
+	r.ReadersOpsPerSec = a.OpsPerSec()
+	r.ReadersX = r.ReadersOpsPerSec / r.OpsPerSec
+	return nil
 }
 
 // uncontended times ops lock+unlock pairs on a key nobody else uses.
