@@ -13,13 +13,13 @@ import (
 // The client shares one gRPC stream among the watches whose contexts carry
 // the same metadata, and ends that stream when its last watch ends. A
 // waiter's watch lives for one hand-off, so without more each wait would
-// open a stream and close it again, which costs the server more than the
-// wait's txns (a contended key's hand-offs were half as many per second).
-// A watch of a key nobody writes, from the first wait until Close, keeps
-// the stream of the waiters' contexts (WithRequireLeader) open.
+// open a gRPC stream and close it again (the server counted one stream
+// per wait; with the anchor, one per Locker). A watch of a key nobody
+// writes, from the first wait until Close, keeps the stream of the
+// waiters' contexts (WithRequireLeader) open.
 
-// anchorKey is the key the anchor watches: under the prefix, where no
-// queue is ('%' begins no escaped key, and "%T" is the subtree space's).
+// anchorKey is the key the anchor watches, under the prefix: no entry is
+// named so (an escaped key begins with '%' only as "%25" or "%2F").
 const anchorKey = "%A"
 
 // anchor holds the waiters' watch stream open, once per driver.
