@@ -19,7 +19,9 @@ import (
 //     and a subtree path of depth 1 and 5; LockAll10 takes 10 keys with one
 //     LockAll and Lock10 with 10 Locks, and both unlock them.
 //   - Contended: 8 clients contend on one key, each holding it 1 ms; it
-//     reports ops/s and the p50/p99 wait for the lock, in ms, and with
+//     reports ops/s, the p50/p99 wait for the lock, in ms, the mean number
+//     of holders while any held the key and the share of the run when none
+//     did (the hand-offs' cost), and with
 //     h.RoundTrip the ceiling: 1 / (the hold as this machine sleeps it + one
 //     round trip), the most a hand-off in a single message could give, and
 //     ops/s as a percentage of it. ReadMix is the same with nine
@@ -159,6 +161,8 @@ func benchContended(b *testing.B, h Harness, workers int, hold time.Duration, co
 	b.ReportMetric(float64(res.Wait(0.50).Microseconds())/1000, "p50-wait-ms")
 	b.ReportMetric(float64(res.Wait(0.99).Microseconds())/1000, "p99-wait-ms")
 	b.ReportMetric(res.Fairness(), "fairness")
+	b.ReportMetric(res.Holders(), "holders")
+	b.ReportMetric(100*res.Idle(), "idle-pct")
 	return res.OpsPerSec()
 }
 

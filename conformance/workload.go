@@ -20,7 +20,11 @@ type Contention struct {
 	Elapsed  time.Duration
 	Waits    []time.Duration // per acquisition, sorted
 	PerOwner []int           // acquisitions per Locker
+	spans    []span          // each acquisition's hold: its grant to its Unlock call
 }
+
+// span is the time a worker held a key.
+type span struct{ from, to time.Time }
 
 // OpsPerSec is the handoff throughput.
 func (c Contention) OpsPerSec() float64 { return float64(c.Ops) / c.Elapsed.Seconds() }
@@ -41,6 +45,51 @@ func (c Contention) Fairness() float64 {
 		return 0
 	}
 	return sum * sum / (float64(len(c.PerOwner)) * sq)
+}
+
+// Holders is the mean number of workers holding a key while any held one
+// (over every key of the run): 1 for an exclusive key, up to the workers
+// for readers that hold together. Readers near 1 are waiting for one
+// another.
+func (c Contention) Holders() float64 {
+	busy, area := c.sweep()
+	if busy == 0 {
+		return 0
+	}
+	return area.Seconds() / busy.Seconds()
+}
+
+// Idle is the share of the run in which no worker held a key: with one
+// key, the hand-offs' cost, as it passed from holder to holder.
+func (c Contention) Idle() float64 {
+	busy, _ := c.sweep()
+	if c.Elapsed <= 0 {
+		return 0
+	}
+	return max(0, 1-busy.Seconds()/c.Elapsed.Seconds())
+}
+
+// sweep returns the time in which any worker held a key (busy), and the
+// sum of every hold (area).
+func (c Contention) sweep() (busy, area time.Duration) {
+	type edge struct {
+		at time.Time
+		d  int
+	}
+	edges := make([]edge, 0, 2*len(c.spans))
+	for _, s := range c.spans {
+		edges = append(edges, edge{s.from, 1}, edge{s.to, -1})
+		area += s.to.Sub(s.from)
+	}
+	slices.SortFunc(edges, func(a, b edge) int { return a.at.Compare(b.at) })
+	held := 0
+	for i, e := range edges {
+		if held > 0 {
+			busy += e.at.Sub(edges[i-1].at)
+		}
+		held += e.d
+	}
+	return busy, area
 }
 
 // Contend has each of lockers (each its own client, like a process) take
@@ -119,14 +168,16 @@ func contend(ctx context.Context, lockers []locker.Locker, key func(n int64) str
 					fail(err)
 					return
 				}
-				waited := time.Since(t0)
+				granted := time.Now()
 				time.Sleep(hold) // the work under the lock
+				held := span{granted, time.Now()}
 				if err := lease.Unlock(ctx); err != nil {
 					fail(fmt.Errorf("unlock: %w", err))
 					return
 				}
 				mu.Lock()
-				res.Waits = append(res.Waits, waited)
+				res.Waits = append(res.Waits, granted.Sub(t0))
+				res.spans = append(res.spans, held)
 				res.PerOwner[i]++
 				res.Ops++
 				mu.Unlock()

@@ -41,3 +41,22 @@ func TestKeyOf(t *testing.T) {
 		t.Errorf("four keys over 8 acquisitions: %v, want k/0 … k/3", seen)
 	}
 }
+
+// Holders and Idle follow the holds: two readers overlapping for half of
+// their time, then a writer after a gap.
+func TestHoldersAndIdle(t *testing.T) {
+	at := func(ms int) time.Time { return time.UnixMilli(int64(ms)) }
+	c := Contention{Elapsed: 10 * time.Millisecond, spans: []span{
+		{at(0), at(4)}, {at(2), at(6)}, // readers: 6 ms busy, 8 ms held
+		{at(8), at(10)}, // a writer, after 2 ms with nobody
+	}}
+	if got, want := c.Holders(), 10.0/8; got != want {
+		t.Errorf("Holders = %v, want %v (10 ms held over 8 ms busy)", got, want)
+	}
+	if got, want := c.Idle(), 0.2; got < want-1e-9 || got > want+1e-9 {
+		t.Errorf("Idle = %v, want %v (2 ms of 10 with no holder)", got, want)
+	}
+	if (Contention{}).Holders() != 0 || (Contention{}).Idle() != 0 {
+		t.Error("a run with no holds: Holders or Idle not 0")
+	}
+}
