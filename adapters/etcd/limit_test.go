@@ -3,11 +3,11 @@ package etcd_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/testenv"
 )
 
 // Semaphores (locker.Limit) on etcd, beyond the conformance checks: the
@@ -18,21 +18,14 @@ import (
 const limitWait = 300 * time.Millisecond
 
 // lockResult is what a Lock started in the background returned.
-type lockResult struct {
-	lease locker.Lease
-	err   error
-}
+type lockResult = testenv.LockResult
 
 // lockInBackground starts l.Lock(key, opts...) and returns its result's
 // channel once the call's entry is queued: once key has want entries.
 func lockInBackground(t *testing.T, l locker.Locker, key string, want int, opts ...locker.Option) <-chan lockResult {
 	t.Helper()
 	h := harness(t, false)
-	out := make(chan lockResult, 1)
-	go func() {
-		lease, err := l.Lock(ctxT(t), key, opts...)
-		out <- lockResult{lease, err}
-	}()
+	out := testenv.LockAsync(ctxT(t), l, key, opts...)
 	deadline := time.Now().Add(10 * time.Second)
 	for count(t, h, key) != want {
 		if time.Now().After(deadline) {
@@ -44,36 +37,18 @@ func lockInBackground(t *testing.T, l locker.Locker, key string, want int, opts 
 }
 
 // outcome describes a call's result for a message.
-func outcome(lease locker.Lease, err error) string {
-	if err != nil {
-		return err.Error()
-	}
-	return fmt.Sprintf("granted, fence %d", lease.Fence())
-}
+var outcome = testenv.Outcome
 
 // granted waits for a background Lock to return a lease.
 func granted(t *testing.T, who string, ch <-chan lockResult) locker.Lease {
 	t.Helper()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			t.Fatalf("%s: %v", who, r.err)
-		}
-		return r.lease
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s not granted within 10s", who)
-	}
-	return nil
+	return testenv.Granted(t, who, ch, 10*time.Second)
 }
 
 // stillWaiting checks that a background Lock has not returned.
 func stillWaiting(t *testing.T, who string, ch <-chan lockResult) {
 	t.Helper()
-	select {
-	case r := <-ch:
-		t.Fatalf("%s: %s; want it to wait", who, outcome(r.lease, r.err))
-	case <-time.After(limitWait):
-	}
+	testenv.StillWaiting(t, who, ch, limitWait)
 }
 
 // A full Limit(2) with two waiters: a release by either holder (here the
@@ -100,27 +75,7 @@ func TestLimitWaitersFIFO(t *testing.T) {
 	if err != nil || info.Mode != locker.ModeLimited || info.Limit != 2 || len(info.Holders) != 2 || info.Waiters != 2 {
 		t.Errorf("Status = %+v, %v; want a Limit(2), two holders and two waiters", info, err)
 	}
-	stillWaiting(t, "the first waiter of a full Limit(2)", w1)
-	if err := second.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	third := granted(t, "the first waiter, after the second holder's release", w1)
-	if third.Fence() <= max(first.Fence(), second.Fence()) {
-		t.Errorf("the first waiter's fence %d is not above %d and %d", third.Fence(), first.Fence(), second.Fence())
-	}
-	stillWaiting(t, "the second waiter, after one release", w2)
-	if err := first.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	fourth := granted(t, "the second waiter, after the first holder's release", w2)
-	if fourth.Fence() <= third.Fence() {
-		t.Errorf("the second waiter's fence %d is not above %d", fourth.Fence(), third.Fence())
-	}
-	for _, l := range []locker.Lease{third, fourth} {
-		if err := l.Unlock(ctx); err != nil {
-			t.Error(err)
-		}
-	}
+	testenv.LimitHandOffs(t, first, second, w1, w2, 10*time.Second, limitWait)
 }
 
 // An entry of another mode behind a Limit(3)'s holder (a mismatched call's

@@ -24,58 +24,33 @@ import (
 const limitWait = 300 * time.Millisecond
 
 // lockResult is what a Lock started in the background returned.
-type lockResult struct {
-	lease locker.Lease
-	err   error
-}
+type lockResult = testenv.LockResult
 
 // lockInBackground starts l.Lock(key, opts...) and returns its result's
 // channel once the call's node is queued: once key has want nodes.
 func lockInBackground(t *testing.T, u *url.URL, l locker.Locker, key string, want int, opts ...locker.Option) <-chan lockResult {
 	t.Helper()
-	out := make(chan lockResult, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
-	go func() {
-		lease, err := l.Lock(ctx, key, opts...)
-		out <- lockResult{lease, err}
-	}()
+	out := testenv.LockAsync(ctx, l, key, opts...)
 	raw := rawConn(t, u)
 	eventually(t, func() bool { return count(t, raw, root(u), key) == want })
 	return out
 }
 
 // outcome describes a call's result for a message.
-func outcome(lease locker.Lease, err error) string {
-	if err != nil {
-		return err.Error()
-	}
-	return fmt.Sprintf("granted, fence %d", lease.Fence())
-}
+var outcome = testenv.Outcome
 
 // granted waits for a background Lock to return a lease.
 func granted(t *testing.T, who string, ch <-chan lockResult) locker.Lease {
 	t.Helper()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			t.Fatalf("%s: %v", who, r.err)
-		}
-		return r.lease
-	case <-time.After(5 * time.Second):
-		t.Fatalf("%s not granted within 5s", who)
-	}
-	return nil
+	return testenv.Granted(t, who, ch, 5*time.Second)
 }
 
 // stillWaiting checks that a background Lock has not returned.
 func stillWaiting(t *testing.T, who string, ch <-chan lockResult) {
 	t.Helper()
-	select {
-	case r := <-ch:
-		t.Fatalf("%s: %s; want it to wait", who, outcome(r.lease, r.err))
-	case <-time.After(limitWait):
-	}
+	testenv.StillWaiting(t, who, ch, limitWait)
 }
 
 // lockNames are the names of key's lock nodes.
@@ -145,27 +120,7 @@ func TestLimitWaitersFIFO(t *testing.T) {
 	w1 := lockInBackground(t, u, ls[2], key, 3, locker.Limit(2))
 	w2 := lockInBackground(t, u, ls[3], key, 4, locker.Limit(2))
 	checkLimitStatus(t, ls[0].(locker.Admin), key, 2, first.Fence())
-	stillWaiting(t, "the first waiter of a full Limit(2)", w1)
-	if err := second.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	third := granted(t, "the first waiter, after the second holder's release", w1)
-	if third.Fence() <= max(first.Fence(), second.Fence()) {
-		t.Errorf("the first waiter's fence %d is not above %d and %d", third.Fence(), first.Fence(), second.Fence())
-	}
-	stillWaiting(t, "the second waiter, after one release", w2)
-	if err := first.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	fourth := granted(t, "the second waiter, after the first holder's release", w2)
-	if fourth.Fence() <= third.Fence() {
-		t.Errorf("the second waiter's fence %d is not above %d", fourth.Fence(), third.Fence())
-	}
-	for _, l := range []locker.Lease{third, fourth} {
-		if err := l.Unlock(ctx); err != nil {
-			t.Error(err)
-		}
-	}
+	testenv.LimitHandOffs(t, first, second, w1, w2, 5*time.Second, limitWait)
 }
 
 // checkLimitStatus checks that Status and List show key as a Limit(n)
