@@ -26,7 +26,8 @@ func TestRenewalsBatched(t *testing.T) {
 	// The conformance suite's node timeout, and a TTL that leaves room for
 	// it: a loaded -race run left masters unanswered past 15 ms (the
 	// default for a 300 ms TTL), past 100 ms, and, beside another
-	// package's tests, all five past 250 ms taking the 200 leases.
+	// package's tests, all five past 250 ms taking the 200 leases (and
+	// four past 500 ms once: TakeMany now tries such a take again).
 	lk, err := New(clients, WithPrefix("locker-test:"+t.Name()+":"), WithNodeTimeout(harnessNodeTimeout))
 	if err != nil {
 		t.Fatal(err)
