@@ -41,7 +41,7 @@ func myDialect(table string) *dialect {
 			status: fill(myInfo + " AND `key` = ?"),
 			// One parameter, however often the condition names it.
 			list: fill("SELECT l.`key`, l.owner, l.fence, l.holds, l.expires_at FROM {t} l JOIN (SELECT ? AS p) a " +
-				"ON LEFT(l.`key`, LENGTH(a.p)) = a.p WHERE l.expires_at > {now}"),
+				"ON LEFT(l.`key`, LENGTH(a.p)) = a.p WHERE l.expires_at > {now} AND l.fence <> 0"),
 			raise: fill(myRaise),
 		},
 		migrate: func(ctx context.Context, tx *dbsql.Tx) error {
@@ -132,7 +132,9 @@ const myDrawFence = "UPDATE `{tn}_fence` SET v = LAST_INSERT_ID(v + 1) WHERE id 
 // session's time zone.
 const myNow = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)"
 
-const myInfo = "SELECT `key`, owner, fence, holds, expires_at FROM {t} WHERE expires_at > {now}"
+// myInfo: a row without its fence is a claim between its statements (the
+// fence is drawn after the insert), not yet a holder.
+const myInfo = "SELECT `key`, owner, fence, holds, expires_at FROM {t} WHERE expires_at > {now} AND fence <> 0"
 
 // mySchema: binary keys and owners compare byte by byte, as on Postgres
 // (COLLATE "C") and SQLite. Statements apart: no multi-statement DSN.
