@@ -28,21 +28,21 @@ func TestWatchHearsAnnouncements(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Signalled(t, changed, "the leader's grant")
-	next := make(chan locker.Lease, 1)
+	next := make(chan testenv.LockResult, 1)
 	go func() {
-		l, _ := locker.Campaign(ctx, watcher.Locker, election)
-		next <- l
+		l, err := locker.Campaign(ctx, watcher.Locker, election)
+		next <- testenv.LockResult{Lease: l, Err: err}
 	}()
 	if err := lead.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Signalled(t, changed, "the leader's resignation")
 	select {
-	case l := <-next:
-		if l == nil || l.Fence() <= lead.Fence() {
-			t.Fatalf("the next candidate's lease = %v; want a term above %d", l, lead.Fence())
+	case r := <-next:
+		if r.Err != nil || r.Lease.Fence() <= lead.Fence() {
+			t.Fatalf("the next candidate: %s; want a term above %d", testenv.Outcome(r.Lease, r.Err), lead.Fence())
 		}
-		_ = l.Unlock(ctx)
+		_ = r.Lease.Unlock(ctx)
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiting candidate did not lead within 5s of the resignation")
 	}
