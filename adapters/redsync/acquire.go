@@ -38,16 +38,32 @@ func (d *redlock) Acquire(ctx context.Context, r *driver.Request) (driver.Grant,
 			return driver.Grant{Retry: renewIn(r, ttl)}, nil
 		}
 	}
-	q := st.queue(r)
-	start := time.Now()
-	gs, vs, err := d.attempt(ctx, []*driver.Request{r}, q)
-	st.last = time.Since(start)
-	if err != nil {
-		return driver.Grant{}, err
+	for tries := 1; ; tries++ {
+		q := st.queue(r)
+		start := time.Now()
+		gs, vs, err := d.attempt(ctx, []*driver.Request{r}, q)
+		st.last = time.Since(start)
+		if err == nil {
+			st.attempted(start, q, &vs[0])
+			return gs[0], nil
+		}
+		if !r.Wait || tries == unansweredRounds || !errors.Is(err, locker.ErrUnavailable) {
+			return driver.Grant{}, err
+		}
+		// As Redlock says, retry after a random delay: a round a quorum
+		// did not answer in time (a burst of waiters, a stalled machine)
+		// is not yet an outage, and a waiting Lock rides it out.
+		nt := d.nodeTimeout(r.TTL)
+		if !backoff.Sleep(ctx, nt/2+rand.N(nt/2)) {
+			return driver.Grant{}, errors.Join(err, ctx.Err())
+		}
 	}
-	st.attempted(start, q, &vs[0])
-	return gs[0], nil
 }
+
+// unansweredRounds is how many rounds in a row a waiting Lock makes that
+// a quorum of masters leaves unanswered before it reports the backend
+// unavailable: three, as database/sql tries a bad connection.
+const unansweredRounds = 3
 
 // AcquireBatch makes one Redlock attempt at every request: each master
 // grants all of them or none (one script), and the batch is granted where

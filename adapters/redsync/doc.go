@@ -9,7 +9,11 @@
 // Each attempt is Redlock as go-redsync/redsync's Mutex runs it: a script
 // on every master in parallel, each bounded by a node timeout (NodeTimeout,
 // or WithNodeTimeout); success if a quorum (N/2+1) granted and time is
-// left, else the attempt is undone wherever it may have landed.
+// left, else the attempt is undone wherever it may have landed. A Lock
+// (not a TryLock) whose round a quorum left unanswered tries again after a
+// random delay, as Redlock says, up to three rounds in a row before it
+// reports locker.ErrUnavailable: a burst of waiters or a stalled machine
+// is not an outage.
 // Lease.Deadline is start + TTL − drift, drift = TTL×0.01 + 2 ms; a TTL
 // that leaves no validity after the drift and a node timeout is refused.
 // Unlike redsync's bare token, each master records every holder with its
