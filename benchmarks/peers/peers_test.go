@@ -72,7 +72,8 @@ func cleanup(tb testing.TB, close func() error) {
 }
 
 // BenchmarkRedis compares our single-Redis adapter with bsm/redislock
-// retrying every 10 ms. Round trip: PING.
+// retrying every 10 ms, and with the least a FIFO hand-off through Redis
+// costs (fifo-floor). Round trip: PING.
 func BenchmarkRedis(b *testing.B) {
 	u := testenv.URL(b, "LOCKER_TEST_REDIS")
 	c := goredis.NewClient(&goredis.Options{Addr: u.Host})
@@ -80,6 +81,7 @@ func BenchmarkRedis(b *testing.B) {
 	compare(b, func(ctx context.Context) error { return c.Ping(ctx).Err() },
 		ours(u.String()),
 		subject{"bsm-redislock", func(tb testing.TB) locker.Locker { return redislockClient(tb, u.Host) }},
+		subject{"fifo-floor", func(tb testing.TB) locker.Locker { return fifoFloorClient(tb, u.Host) }},
 	)
 }
 
@@ -130,7 +132,7 @@ func BenchmarkZooKeeper(b *testing.B) {
 }
 
 // BenchmarkPostgres compares our SQL adapter on Postgres with a lock row
-// polled every 10 ms. Round trip: SELECT 1.
+// polled every 10 ms and with pg_advisory_lock. Round trip: SELECT 1.
 func BenchmarkPostgres(b *testing.B) {
 	u := testenv.URL(b, "LOCKER_TEST_POSTGRES")
 	c := pgConn(b, u)
@@ -141,6 +143,7 @@ func BenchmarkPostgres(b *testing.B) {
 	},
 		ours(u.String()),
 		subject{"pg-lock-row", func(tb testing.TB) locker.Locker { return lockRowClient(tb, u) }},
+		subject{"pg-advisory-lock", func(tb testing.TB) locker.Locker { return advisoryLockClient(tb, u) }},
 	)
 }
 

@@ -64,3 +64,27 @@ func lockRowClient(tb testing.TB, u *url.URL) locker.Locker {
 		close: func() error { return nil }, // pgConn's cleanup closes the connection
 	}
 }
+
+// advisoryLockClient is Postgres's own blocking lock: pg_advisory_lock on
+// the client's connection, the key hashed to its 64-bit id, and
+// pg_advisory_unlock. The server queues its waiters and wakes the next
+// itself; the lock has no TTL or fence and lasts as long as the session.
+func advisoryLockClient(tb testing.TB, u *url.URL) locker.Locker {
+	c := pgConn(tb, u)
+	return shim{
+		lock: func(ctx context.Context, key string) (func(context.Context) error, error) {
+			if _, err := c.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, 0))`, key); err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context) error {
+				var ok bool
+				err := c.QueryRow(ctx, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, key).Scan(&ok)
+				if err == nil && !ok {
+					err = fmt.Errorf("advisory lock %q: %w", key, locker.ErrNotHeld)
+				}
+				return err
+			}, nil
+		},
+		close: func() error { return nil },
+	}
+}
