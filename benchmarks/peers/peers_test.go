@@ -132,7 +132,8 @@ func BenchmarkZooKeeper(b *testing.B) {
 }
 
 // BenchmarkPostgres compares our SQL adapter on Postgres with a lock row
-// polled every 10 ms and with pg_advisory_lock. Round trip: SELECT 1.
+// polled every 10 ms and with pg_advisory_lock, and with the least a hand-off
+// through NOTIFY costs (pg-notify-floor). Round trip: SELECT 1.
 func BenchmarkPostgres(b *testing.B) {
 	u := testenv.URL(b, "LOCKER_TEST_POSTGRES")
 	c := pgConn(b, u)
@@ -144,6 +145,7 @@ func BenchmarkPostgres(b *testing.B) {
 		ours(u.String()),
 		subject{"pg-lock-row", func(tb testing.TB) locker.Locker { return lockRowClient(tb, u) }},
 		subject{"pg-advisory-lock", func(tb testing.TB) locker.Locker { return advisoryLockClient(tb, u) }},
+		subject{"pg-notify-floor", func(tb testing.TB) locker.Locker { return notifyFloorClient(tb, u) }},
 	)
 }
 
