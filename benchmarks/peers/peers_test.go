@@ -99,7 +99,8 @@ func BenchmarkRedlock(b *testing.B) {
 	)
 }
 
-// BenchmarkEtcd compares our etcd adapter with etcd's concurrency.Mutex.
+// BenchmarkEtcd compares our etcd adapter with etcd's concurrency.Mutex,
+// and with the least a hand-off through a watch costs (etcd-watch-floor).
 // Round trip: a Get.
 func BenchmarkEtcd(b *testing.B) {
 	u := testenv.URL(b, "LOCKER_TEST_ETCD")
@@ -110,11 +111,13 @@ func BenchmarkEtcd(b *testing.B) {
 	},
 		ours(u.String()),
 		subject{"etcd-concurrency", func(tb testing.TB) locker.Locker { return etcdMutexClient(tb, u.Host) }},
+		subject{"etcd-watch-floor", func(tb testing.TB) locker.Locker { return etcdFloorClient(tb, u.Host) }},
 	)
 }
 
 // BenchmarkZooKeeper compares our ZooKeeper adapter with go-zookeeper's
-// Lock recipe, both on sessions of the TTL's length. Round trip: Exists("/").
+// Lock recipe, both on sessions of the TTL's length, and with the least a
+// hand-off through a watch costs (zk-watch-floor). Round trip: Exists("/").
 func BenchmarkZooKeeper(b *testing.B) {
 	u := testenv.URL(b, "LOCKER_TEST_ZK")
 	c := zkConn(b, u.Host)
@@ -128,6 +131,7 @@ func BenchmarkZooKeeper(b *testing.B) {
 	},
 		ours(ou.String()),
 		subject{"go-zookeeper", func(tb testing.TB) locker.Locker { return zkLockClient(tb, u.Host) }},
+		subject{"zk-watch-floor", func(tb testing.TB) locker.Locker { return zkFloorClient(tb, u.Host) }},
 	)
 }
 

@@ -1,0 +1,192 @@
+package peers
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"sync"
+	"testing"
+
+	"github.com/go-zookeeper/zk"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/locker-go/locker"
+)
+
+// The hand-off floors are bounds, not locks: the least a hand-off through
+// a backend's own notification costs here, with nothing else on the path.
+// The key's state and queue live in the benchmark process (floorQueue),
+// and a release only signals the next waiter through the backend, which
+// wakes it: one statement or write, and one notification. Each of ours
+// hands the key over through the same notification, with its lock's
+// records besides; where ours is short of the ceiling, its floor shows
+// what any such lock pays on this machine.
+
+// floorQueue is the in-process FIFO that a floor's clients share, by key
+// (unique to each benchmark): who holds it, and who waits, in order.
+var floorQueue = struct {
+	sync.Mutex
+	held    map[string]bool
+	waiters map[string][]string
+}{held: map[string]bool{}, waiters: map[string][]string{}}
+
+// floorSignal is one client's hand-off signal through a backend.
+type floorSignal struct {
+	id string
+	// arm makes ready to hear a signal sent to id from now on, and returns
+	// the wait for it.
+	arm func(ctx context.Context) (wait func(ctx context.Context) error, err error)
+	// send signals waiter next.
+	send func(ctx context.Context, next string) error
+}
+
+// floorClient is a client of a hand-off floor over s.
+func floorClient(s floorSignal) locker.Locker {
+	f := &floorQueue
+	return shim{
+		lock: func(ctx context.Context, key string) (func(context.Context) error, error) {
+			f.Lock()
+			if !f.held[key] {
+				f.held[key] = true
+				f.Unlock()
+			} else {
+				f.Unlock()
+				wait, err := s.arm(ctx)
+				if err != nil {
+					return nil, err
+				}
+				f.Lock()
+				if !f.held[key] { // released while we armed
+					f.held[key] = true
+					f.Unlock()
+				} else {
+					f.waiters[key] = append(f.waiters[key], s.id)
+					f.Unlock()
+					if err := wait(ctx); err != nil {
+						return nil, err
+					}
+				}
+			}
+			return func(ctx context.Context) error {
+				f.Lock()
+				q := f.waiters[key]
+				if len(q) == 0 {
+					f.held[key] = false
+					f.Unlock()
+					return nil
+				}
+				f.waiters[key] = q[1:]
+				f.Unlock()
+				return s.send(ctx, q[0])
+			}, nil
+		},
+		close: func() error { return nil },
+	}
+}
+
+// notifyFloorClient signals through Postgres: the waiter LISTENs on a
+// channel of its own, on a connection of its own; a release sends it one
+// pg_notify in one autocommitted statement.
+func notifyFloorClient(tb testing.TB, u *url.URL) locker.Locker {
+	id := fmt.Sprintf("peers_floor_%d", rand.Uint64())
+	stmts, listen := pgConn(tb, u), pgConn(tb, u)
+	if _, err := listen.Exec(context.Background(), "LISTEN "+id); err != nil {
+		tb.Fatal(err)
+	}
+	granted := make(chan struct{}, 1)
+	ctx, stop := context.WithCancel(context.Background())
+	var done sync.WaitGroup
+	done.Go(func() {
+		for {
+			if _, err := listen.WaitForNotification(ctx); err != nil {
+				return
+			}
+			granted <- struct{}{}
+		}
+	})
+	tb.Cleanup(func() { stop(); done.Wait() }) // before pgConn's Close
+	return floorClient(floorSignal{
+		id:  id,
+		arm: func(context.Context) (func(context.Context) error, error) { return receive(granted), nil },
+		send: func(ctx context.Context, next string) error {
+			_, err := stmts.Exec(ctx, "SELECT pg_notify($1, '')", next)
+			return err
+		},
+	})
+}
+
+// zkFloorClient signals through ZooKeeper: the waiter watches a node of
+// its own (GetW); a release writes to it (Set), and the watch fires.
+func zkFloorClient(tb testing.TB, server string) locker.Locker {
+	c := zkConn(tb, server)
+	node := func(id string) string { return zkRoot + "-floor-" + id }
+	id := fmt.Sprint(rand.Uint64())
+	if _, err := c.Create(node(id), nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = c.Delete(node(id), -1) })
+	return floorClient(floorSignal{
+		id: id,
+		arm: func(context.Context) (func(context.Context) error, error) {
+			_, _, ch, err := c.GetW(node(id))
+			if err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context) error {
+				select {
+				case ev := <-ch:
+					return ev.Err
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}, nil
+		},
+		send: func(_ context.Context, next string) error {
+			_, err := c.Set(node(next), nil, -1)
+			return err
+		},
+	})
+}
+
+// etcdFloorClient signals through etcd: the waiter watches a key of its
+// own; a release puts it (one raft write), and the watch hears it.
+func etcdFloorClient(tb testing.TB, endpoint string) locker.Locker {
+	c := etcdClient(tb, endpoint)
+	key := func(id string) string { return "/" + prefix + "floor/" + id }
+	id := fmt.Sprint(rand.Uint64())
+	ctx, stop := context.WithCancel(context.Background())
+	tb.Cleanup(stop)
+	events := c.Watch(ctx, key(id), clientv3.WithCreatedNotify())
+	if r := <-events; !r.Created { // puts from now on are heard
+		tb.Fatalf("etcd watch of %s: %v", key(id), r.Err())
+	}
+	granted := make(chan struct{}, 1)
+	go func() {
+		for r := range events {
+			for range r.Events {
+				granted <- struct{}{}
+			}
+		}
+	}()
+	return floorClient(floorSignal{
+		id:  id,
+		arm: func(context.Context) (func(context.Context) error, error) { return receive(granted), nil },
+		send: func(ctx context.Context, next string) error {
+			_, err := c.Put(ctx, key(next), "")
+			return err
+		},
+	})
+}
+
+// receive is a wait for one signal on granted.
+func receive(granted <-chan struct{}) func(context.Context) error {
+	return func(ctx context.Context) error {
+		select {
+		case <-granted:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
