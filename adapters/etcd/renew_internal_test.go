@@ -118,7 +118,7 @@ func TestRenewalsBatched(t *testing.T) {
 	d2, c2, _ := countedDriver(t)
 	l2 := locker.New(alone{d2})
 	defer l2.Close()
-	solo := keepMany(t, l2, n, c2)
+	solo := testenv.KeepManyBaseline(t, l2, n, renewTTL, c2.total)
 	t.Logf("alone: %d leases kept alive for 3×TTL with %d calls (in all: %v)", n, solo, c2)
 	if used*10 > solo {
 		t.Errorf("batched renewals took %d calls, alone %d: want at least 10 times fewer", used, solo)
