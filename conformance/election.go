@@ -221,7 +221,10 @@ func checkElectionLeaderCrash(e *env) error {
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
 	seen := locker.Observe(ctx, ls[2], name)
-	if err := e.observed(seen, locker.Leader{Name: name, Label: "old", Fence: old.Fence()}, false); err != nil {
+	// No leader on the way is no failure: on a loaded machine the leader's
+	// record may look lapsed for a moment before its renewal lands (a full
+	// -race run on SQLite, its 1 s TTL granted late), and Observe says so.
+	if err := e.observed(seen, locker.Leader{Name: name, Label: "old", Fence: old.Fence()}, true); err != nil {
 		return err
 	}
 	next := make(chan locker.Lease, 1)
