@@ -86,10 +86,6 @@ func countedDriver(t *testing.T) (*etcdDriver, *calls, *clientv3.Client) {
 	return d, n, c
 }
 
-// alone hides the driver's RefreshBatch: the Locker renews each lease by
-// itself, as before batches.
-type alone struct{ driver.Driver }
-
 // keepMany has l take n exclusive leases of renewTTL, all at once (so
 // that their renewals fall on few ticks, as a busy Locker's would), then
 // waits 3×TTL (the keep-alive at work is what is measured) and returns the
@@ -101,7 +97,12 @@ func keepMany(t *testing.T, l locker.Locker, n int, c *calls) int64 {
 // One Locker's kept-alive leases are renewed in batches: over three TTLs,
 // 200 leases cost a few calls per renewal tick (a keep-alive of their one
 // etcd lease, and a txn per 128 entries), not two per lease and renewal
-// as when each renews alone.
+// as when each renews alone: that would be 3,600 calls here, and fewer
+// than 200 calls means fewer than one per lease over some nine ticks.
+// (Measuring the unbatched way beside it, as this test once did, lost
+// every lease of that baseline in a full -race run: 200 keep-alives taking
+// their turns outlasted the 2 s etcd lease. docs/bench.md has the
+// figures of locker bench --leases before batches and after.)
 func TestRenewalsBatched(t *testing.T) {
 	t.Parallel()
 	const n = 200
@@ -112,16 +113,6 @@ func TestRenewalsBatched(t *testing.T) {
 	t.Logf("batched: %d leases kept alive for 3×TTL with %d calls (in all: %v)", n, used, c)
 	if used >= n {
 		t.Errorf("%d calls to keep %d leases alive for 3×TTL: renewals are not batched", used, n)
-	}
-
-	// The same without RefreshBatch, to compare.
-	d2, c2, _ := countedDriver(t)
-	l2 := locker.New(alone{d2})
-	defer l2.Close()
-	solo := testenv.KeepManyBaseline(t, l2, n, renewTTL, c2.total)
-	t.Logf("alone: %d leases kept alive for 3×TTL with %d calls (in all: %v)", n, solo, c2)
-	if used*10 > solo {
-		t.Errorf("batched renewals took %d calls, alone %d: want at least 10 times fewer", used, solo)
 	}
 }
 

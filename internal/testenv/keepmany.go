@@ -17,23 +17,6 @@ import (
 // count (a backend call counter) grew over the three TTLs.
 func KeepMany(t testing.TB, l locker.Locker, n int, ttl time.Duration, count func() int64, between func()) int64 {
 	t.Helper()
-	return keepMany(t, l, n, ttl, count, between, t.Fatalf)
-}
-
-// KeepManyBaseline is KeepMany for a baseline to compare with, the way
-// renewals went before batches: there a lease that ended is logged, not a
-// failure. Renewing each lease by itself is what a loaded machine starves
-// first (200 leases of 2 s, each with its own two calls every 667 ms, beside
-// other packages' race-detector tests: one was lost), and the baseline's
-// count is what is wanted of it.
-func KeepManyBaseline(t testing.TB, l locker.Locker, n int, ttl time.Duration, count func() int64) int64 {
-	t.Helper()
-	return keepMany(t, l, n, ttl, count, nil, t.Logf)
-}
-
-func keepMany(t testing.TB, l locker.Locker, n int, ttl time.Duration, count func() int64, between func(),
-	ended func(format string, args ...any)) int64 {
-	t.Helper()
 	leases := TakeMany(t, l, n, ttl)
 	if between != nil {
 		between()
@@ -43,7 +26,7 @@ func keepMany(t testing.TB, l locker.Locker, n int, ttl time.Duration, count fun
 	used := count() - before
 	for _, lease := range leases {
 		if lease.Err() != nil || !lease.Deadline().After(time.Now()) {
-			ended("lease %s ended: %v (deadline %v)", lease.Key(), lease.Err(), lease.Deadline())
+			t.Fatalf("lease %s ended: %v (deadline %v)", lease.Key(), lease.Err(), lease.Deadline())
 		}
 	}
 	return used
