@@ -33,12 +33,15 @@ func faultMasters(t *testing.T) ([]*testenv.RedisServer, locker.Locker) {
 }
 
 // lockerOn returns a new Locker over servers, as a process started afresh
-// would have: no memory of the fences it saw.
-func lockerOn(t *testing.T, servers []*testenv.RedisServer) locker.Locker {
+// would have: no memory of the fences it saw; hooks see its clients' calls.
+func lockerOn(t *testing.T, servers []*testenv.RedisServer, hooks ...goredis.Hook) locker.Locker {
 	t.Helper()
 	var clients []goredis.UniversalClient
 	for _, s := range servers {
 		c := goredis.NewClient(&goredis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+		for _, h := range hooks {
+			c.AddHook(h)
+		}
 		t.Cleanup(func() { _ = c.Close() })
 		clients = append(clients, c)
 	}
@@ -157,17 +160,7 @@ func TestFaultLeaseLostWithoutQuorum(t *testing.T) {
 // A split of 2 stopped masters must not let two clients hold one key.
 func TestFaultExclusionWithStoppedMasters(t *testing.T) {
 	servers, a := faultMasters(t)
-	var clients []goredis.UniversalClient
-	for _, s := range servers {
-		c := goredis.NewClient(&goredis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-		t.Cleanup(func() { _ = c.Close() })
-		clients = append(clients, c)
-	}
-	b, err := New(clients, WithNodeTimeout(faultNodeTimeout))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
+	b := lockerOn(t, servers)
 	servers[1].Stop()
 	servers[2].Stop()
 	defer servers[1].Cont()
@@ -271,18 +264,7 @@ func TestFaultSharedWithStoppedMasters(t *testing.T) {
 func TestFaultWaitingLockRidesOutAnUnansweredRound(t *testing.T) {
 	servers, _ := faultMasters(t)
 	failed := &timedOut{first: make(chan struct{})}
-	var clients []goredis.UniversalClient
-	for _, s := range servers {
-		c := goredis.NewClient(&goredis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-		c.AddHook(failed)
-		t.Cleanup(func() { _ = c.Close() })
-		clients = append(clients, c)
-	}
-	l, err := New(clients, WithNodeTimeout(faultNodeTimeout))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
+	l := lockerOn(t, servers, failed)
 	for _, s := range servers[:3] {
 		s.Stop()
 	}
@@ -309,14 +291,11 @@ func TestFaultWaitingLockRidesOutAnUnansweredRound(t *testing.T) {
 // timedOut closes first when a call times out (a master that did not
 // answer in time).
 type timedOut struct {
+	commandHook
 	first chan struct{}
 	once  sync.Once
 }
 
-func (f *timedOut) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-func (f *timedOut) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return next
-}
 func (f *timedOut) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
 		err := next(ctx, cmd)

@@ -72,13 +72,21 @@ func masterRecord(t testing.TB, l *testLocker, c goredis.UniversalClient, key st
 	return h.Owner, int64(h.Holds), h.Expires.Sub(now)
 }
 
-// scriptCounter counts the scripts a client sent (whatever their outcome).
-type scriptCounter struct{ n atomic.Int64 }
+// commandHook is a goredis.Hook that lets dials and pipelines pass: embed
+// it in a hook of single commands.
+type commandHook struct{}
 
-func (s *scriptCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-func (s *scriptCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+func (commandHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (commandHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
 	return next
 }
+
+// scriptCounter counts the scripts a client sent (whatever their outcome).
+type scriptCounter struct {
+	commandHook
+	n atomic.Int64
+}
+
 func (s *scriptCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
 		err := next(ctx, cmd)
