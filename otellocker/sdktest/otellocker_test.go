@@ -184,11 +184,12 @@ func TestMetrics(t *testing.T) {
 	if err := other.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// The loss is recorded by the goroutine that saw Done close: wait for it.
+	// The loss is recorded by the goroutine that saw Done close, one
+	// instrument after another: wait until all of it is in.
 	deadline := time.Now().Add(10 * time.Second)
-	for m = r.metrics(t); sumWhere(t, m["locker.leases.lost"]) != 1; m = r.metrics(t) {
+	for m = r.metrics(t); sumWhere(t, m["locker.leases.lost"]) != 1 || endsOf(t, m)["lost"] != 1; m = r.metrics(t) {
 		if time.Now().After(deadline) {
-			t.Fatalf("lost leases %d, want 1", sumWhere(t, m["locker.leases.lost"]))
+			t.Fatalf("lost leases %d, hold times by end %v; want one lost", sumWhere(t, m["locker.leases.lost"]), endsOf(t, m))
 		}
 		time.Sleep(time.Millisecond) // metrics offer nothing to wait on
 	}
@@ -198,6 +199,17 @@ func TestMetrics(t *testing.T) {
 	if n := sumWhere(t, m["locker.acquisitions"], attribute.String("locker.outcome", "acquired")); n != 2 {
 		t.Errorf("acquired %d, want 2", n)
 	}
+	if ends := endsOf(t, m); ends["lost"] != 1 || ends["unlocked"] != 1 {
+		t.Errorf("hold times by end %v, want one lost and one unlocked", ends)
+	}
+	if _, ok := m["locker.wait.duration"].(metricdata.Histogram[float64]); !ok {
+		t.Errorf("no wait histogram: %v", m)
+	}
+}
+
+// endsOf counts the hold times recorded in m by how the lease ended.
+func endsOf(t *testing.T, m map[string]metricdata.Aggregation) map[string]uint64 {
+	t.Helper()
 	hold, ok := m["locker.hold.duration"].(metricdata.Histogram[float64])
 	if !ok {
 		t.Fatalf("hold: %T", m["locker.hold.duration"])
@@ -207,12 +219,7 @@ func TestMetrics(t *testing.T) {
 		v, _ := p.Attributes.Value("locker.ended")
 		ends[v.AsString()] += p.Count
 	}
-	if ends["lost"] != 1 || ends["unlocked"] != 1 {
-		t.Errorf("hold times by end %v, want one lost and one unlocked", ends)
-	}
-	if _, ok := m["locker.wait.duration"].(metricdata.Histogram[float64]); !ok {
-		t.Errorf("no wait histogram: %v", m)
-	}
+	return ends
 }
 
 // The wrapper keeps the Locker's Admin side and gives the Locker back
