@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,8 +41,45 @@ func BenchmarkMySQL(b *testing.B) {
 		subject{"ours-apart", func(tb testing.TB) locker.Locker { return oursApart(tb, u) }},
 		subject{"mysql-lock-row", func(tb testing.TB) locker.Locker { return myLockRowClient(tb, u) }},
 		subject{"mysql-get-lock", func(tb testing.TB) locker.Locker { return getLockClient(tb, u) }},
+		subject{"mysql-row-floor", func(tb testing.TB) locker.Locker { return rowFloorClient(tb, u) }},
 	)
 }
+
+// rowFloorClient is a hand-off floor (floors_test.go) for a lock whose
+// holder is a row of a MySQL table: a release records the next holder
+// with one autocommitted UPDATE of a row (the waiter's own), and wakes it
+// in the process, as MySQL has no notification to do it with. Ours writes
+// its holder, fence and queue in the same database; no lock that keeps
+// its holder in a table hands it over with less.
+func rowFloorClient(tb testing.TB, u *url.URL) locker.Locker {
+	db := myConn(tb, u)
+	if _, err := db.Exec("CREATE TABLE IF NOT EXISTS peers_floor_row (id VARBINARY(64) PRIMARY KEY, n BIGINT NOT NULL) ENGINE=InnoDB"); err != nil {
+		tb.Fatal(err)
+	}
+	id := rand.Text()
+	if _, err := db.Exec("INSERT INTO peers_floor_row (id, n) VALUES (?, 0)", id); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _, _ = db.Exec("DELETE FROM peers_floor_row WHERE id = ?", id) })
+	granted := make(chan struct{}, 1)
+	rowFloorWaiters.Store(id, granted)
+	tb.Cleanup(func() { rowFloorWaiters.Delete(id) })
+	return floorClient(floorSignal{
+		id:  id,
+		arm: func(context.Context) (func(context.Context) error, error) { return receive(granted), nil },
+		send: func(ctx context.Context, next string) error {
+			if _, err := db.ExecContext(ctx, "UPDATE peers_floor_row SET n = n + 1 WHERE id = ?", next); err != nil {
+				return err
+			}
+			c, _ := rowFloorWaiters.Load(next)
+			c.(chan struct{}) <- struct{}{}
+			return nil
+		},
+	})
+}
+
+// rowFloorWaiters are the row floor's waiters' wake-ups, by id.
+var rowFloorWaiters sync.Map
 
 // oursApart is our adapter on a pool of its own, as in a process of its
 // own: its waiters are woken by other clients' releases through named
