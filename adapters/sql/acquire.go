@@ -81,9 +81,11 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 	case g.Hold != nil:
 		c.mayHold = true // should the call fail after all (Close came first)
 		return g, nil
-	case token != "" && d.handoffs != nil:
+	}
+	if token != "" && d.handoffs != nil {
 		c.waitedSince(start)
-	case r.Reentrant && !d.modal(r):
+	}
+	if r.Reentrant && !d.modal(r) {
 		if err := d.mismatch(ctx, r); err != nil {
 			return driver.Grant{}, err
 		}

@@ -21,9 +21,13 @@ import (
 // keeps no queue of them (SQLite; Postgres without LISTEN), a modal
 // transaction grants the admitted waiters at the head of the
 // queue that wait in this process (txn.handOff), valid from the
-// transaction's start. Should a waiter not take its hand-off, its next
-// attempt finds the hold under its ID, as a retry after a lost reply does,
-// and Abandon releases it.
+// transaction's start. On MySQL a release of an Exclusive hold grants
+// the key, in the same transaction (myXReleaseProc), to this process's
+// first waiter if it is the first live waiter of the database's queue
+// (the process's gate then keeps the key's name: no other process is
+// woken), valid from before the release began. Should a waiter not take
+// its hand-off, its next attempt finds the hold under its ID, as a retry
+// after a lost reply does, and Abandon releases it.
 
 // handoffs are the hand-offs heard for this process's waiters, by token.
 type handoffs struct {
@@ -90,7 +94,8 @@ func (d *sqlDriver) handedOff(r *driver.Request, c *call) (driver.Grant, bool) {
 	if !ok {
 		return driver.Grant{}, false
 	}
-	c.mayHold = true // should the call fail after all (Close came first)
+	c.mayHold = true       // should the call fail after all (Close came first)
+	d.gates.granted(r.Key) // MySQL: this process holds the key (its gate keeps the name)
 	hd := &hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, fence: g.fence, ttl: r.TTL, mode: r.Mode}
 	if g.start.IsZero() {
 		g.start = c.waited

@@ -140,7 +140,14 @@ func testHandsOff(t *testing.T, l locker.Locker, d *sqlDriver) {
 // the hold under the call's ID and releases it. A waiter that did not take
 // its hand-off (here: it stopped listening first) finds its grant by its
 // next attempt.
-func TestHandOffUntaken(t *testing.T) { onHandOffDialects(t, testHandOffUntaken) }
+func TestHandOffUntaken(t *testing.T) {
+	onHandOffDialects(t, testHandOffUntaken)
+	t.Run("MySQL", func(t *testing.T) {
+		t.Parallel()
+		l, d := myHandoff(t)
+		testHandOffUntaken(t, l, d)
+	})
+}
 
 func testHandOffUntaken(t *testing.T, l locker.Locker, d *sqlDriver) {
 	ctx := t.Context()
@@ -237,13 +244,17 @@ func TestPostgresHandOffValidity(t *testing.T) {
 	}
 }
 
-// queued is the number of key's places in the Postgres queue.
+// queued is the number of key's places in the database's queue.
 func queued(t *testing.T, d *sqlDriver, key string) int {
 	t.Helper()
 	var n int
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	if err := d.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM locker_locks_queue WHERE "key" = $1`, key).Scan(&n); err != nil {
+	q := `SELECT COUNT(*) FROM locker_locks_queue WHERE "key" = $1`
+	if d.gates != nil { // MySQL
+		q = "SELECT COUNT(*) FROM locker_locks_queue WHERE `key` = ?"
+	}
+	if err := d.db.QueryRowContext(ctx, q, key).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

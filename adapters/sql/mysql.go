@@ -111,13 +111,14 @@ func newMyStatements(fill func(string) string) *myStatements {
 			"COALESCE((SELECT seq FROM {q} WHERE `key` = ? AND token = ?), 18446744073709551615)) - {now}, 0), " +
 			"COALESCE((SELECT seq FROM {q} WHERE `key` = ? AND token = ?), 0), " + strings.ReplaceAll(limitWait, "$1", "?") +
 			" FROM (SELECT 1) x LEFT JOIN {t} l ON l.`key` = ?"),
-		reenter: fill("UPDATE {t} SET holds = holds + ?, ids = ?, expires_at = GREATEST(expires_at, {now} + ?) WHERE `key` = ? AND fence = ? AND ids = ?"),
-		lapse:   fill("DELETE FROM {t} WHERE `key` = ? AND fence = ? AND expires_at <= {now}"),
-		drop:    fill("DELETE FROM {t}" + match + " AND ids = ?"),
-		dec:     fill("UPDATE {t} SET holds = holds - 1, ids = REPLACE(ids, ?, ' ')" + match + " AND INSTR(ids, ?) > 0 AND ids <> ?"),
-		has:     fill("SELECT 1 FROM {t}" + match + " AND INSTR(ids, ?) > 0"),
-		refresh: fill("UPDATE {t} SET expires_at = GREATEST(expires_at, {now} + ?)" + match + " AND INSTR(ids, ?) > 0"),
-		expire:  fill("DELETE FROM {t} WHERE `key` = ? AND owner = ? AND fence = ? AND expires_at <= {now}"),
+		reenter:  fill("UPDATE {t} SET holds = holds + ?, ids = ?, expires_at = GREATEST(expires_at, {now} + ?) WHERE `key` = ? AND fence = ? AND ids = ?"),
+		lapse:    fill("DELETE FROM {t} WHERE `key` = ? AND fence = ? AND expires_at <= {now}"),
+		drop:     fill("DELETE FROM {t}" + match + " AND ids = ?"),
+		dec:      fill("UPDATE {t} SET holds = holds - 1, ids = REPLACE(ids, ?, ' ')" + match + " AND INSTR(ids, ?) > 0 AND ids <> ?"),
+		has:      fill("SELECT 1 FROM {t}" + match + " AND INSTR(ids, ?) > 0"),
+		refresh:  fill("UPDATE {t} SET expires_at = GREATEST(expires_at, {now} + ?)" + match + " AND INSTR(ids, ?) > 0"),
+		expire:   fill("DELETE FROM {t} WHERE `key` = ? AND owner = ? AND fence = ? AND expires_at <= {now}"),
+		xrelease: fill(myXRelease),
 	}
 	// in one round trip where it can be; one in 16 also clears lapsed places
 	m.wait, m.waitGC = m.place+";\n"+m.state, m.place+";\n"+m.gc+";\n"+m.state
@@ -196,7 +197,7 @@ func myModeColumns(ctx context.Context, tx *dbsql.Tx, table string, fill func(st
 // hold id is spaced (" id ") as in ids, which lists a row's hold ids.
 type myStatements struct {
 	insert, insertQueued, draw, fence, batch, batchQueued, place, gc, dequeue, first, state, wait, waitGC string
-	reenter, lapse, drop, dec, has, refresh, expire                                                       string
+	reenter, lapse, drop, dec, has, refresh, expire, xrelease                                             string
 	multi                                                                                                 bool // the connections take batch
 }
 
@@ -341,6 +342,11 @@ func (m *myStatements) fenceClaim(ctx context.Context, d *sqlDriver, r *driver.R
 // else one hold goes. Neither, with the hold still there, is a lost race
 // with another release of the owner's: tried again.
 func (m *myStatements) release(ctx context.Context, h *hold) (ok, freed bool, err error) {
+	if next := h.d.nextHere(h); next != nil {
+		if ok, freed, err := m.handOff(ctx, h, next); err != nil || ok {
+			return ok, freed, err
+		}
+	}
 	id := " " + h.id + " "
 	if ok, err := affected(h.d.db.ExecContext(ctx, m.drop, h.key, h.owner, h.fence, h.fence, id)); err != nil || ok {
 		return ok, ok, err

@@ -90,7 +90,7 @@ const (
 // call, where this user may not run them (myNoLane): the modal
 // transaction is as correct, only slower.
 func myModeProcs(ctx context.Context, d *sqlDriver, fill func(string) string) {
-	for name, proc := range map[string]string{"_grant_v3": myGrantProc, "_release_v3": myReleaseProc} {
+	for name, proc := range map[string]string{"_grant_v3": myGrantProc, "_release_v3": myReleaseProc, "_xrelease_v1": myXReleaseProc} {
 		var n int
 		err := d.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.ROUTINES "+
 			"WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = ?", d.cfg.table+name).Scan(&n)

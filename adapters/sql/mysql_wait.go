@@ -75,6 +75,10 @@ func (m *myStatements) placeOnce(ctx context.Context, d *sqlDriver, r *driver.Re
 	switch {
 	case err != nil:
 		return driver.Grant{}, err
+	case s.left > 0 && s.owner == r.Owner && s.ids == " "+r.ID+" ":
+		// A release handed r the key as its place was kept, which put r
+		// back in the queue: the claim takes the grant and the place.
+		return m.acquire(ctx, d, r)
 	case s.left > 0:
 		return driver.Grant{Retry: time.Duration(s.left) * time.Millisecond}, nil
 	case s.ahead > 0:
@@ -105,6 +109,7 @@ func mySetup(ctx context.Context, d *sqlDriver, m *myStatements) error {
 		return err
 	}
 	d.poll, d.queued, d.hub, d.local, d.gates, d.stop = true, true, w.hub, w.local, w.gates, release
+	d.handoffs = &w.local.handed // a release here may hand this process's waiters the key (myXReleaseProc)
 	return nil
 }
 

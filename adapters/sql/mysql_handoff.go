@@ -1,0 +1,93 @@
+package sql
+
+import (
+	"context"
+	"time"
+
+	"github.com/locker-go/locker/driver"
+)
+
+// MySQL's hand-off (handoff.go): a release of an Exclusive hold, while a
+// waiter of this process is first for the key here, runs myXRelease,
+// which deletes the hold's row and, in the same transaction, grants the
+// key to that waiter if it is also the first live waiter of the
+// database's queue: a fence drawn after the delete, its row, and its place
+// gone. The waiter is then told its grant here and takes it with no
+// statement of its own; the process's gate keeps the key's name (the key
+// stays this process's), so no other process is woken for nothing. Any
+// other release (no waiter here, another process's waiter first, a hold
+// of several ids) deletes as before, and a waiter looks for itself.
+const (
+	myXRelease     = "CALL `{tn}_xrelease_v1`(?, ?, ?, ?, ?, ?, ?)"
+	myXReleaseProc = "CREATE PROCEDURE `{tn}_xrelease_v1`(p_key VARBINARY(512), p_owner VARBINARY(512), p_fence BIGINT UNSIGNED, " +
+		"p_id VARBINARY(255), p_next VARBINARY(255), p_next_owner VARBINARY(512), p_ttl BIGINT)\n" +
+		"BEGIN\n" +
+		"	DECLARE n BIGINT;\n" +
+		"	DECLARE f BIGINT UNSIGNED DEFAULT 0;\n" +
+		"	DECLARE s BIGINT UNSIGNED;\n" +
+		"	DECLARE m TINYINT;\n" +
+		"	DECLARE CONTINUE HANDLER FOR NOT FOUND SET s = NULL;\n" +
+		"	DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;\n" +
+		"	SET TRANSACTION ISOLATION LEVEL READ COMMITTED;\n" +
+		"	START TRANSACTION;\n" +
+		"	SET n = {now};\n" +
+		// The queue before the row, in the order a claim locks them: the
+		// next waiter's place, and whether a live waiter is before it.
+		"	SELECT seq, mode INTO s, m FROM {q} WHERE `key` = p_key AND token = p_next AND expires_at > n FOR UPDATE;\n" +
+		"	IF s IS NOT NULL AND m = 0 AND NOT EXISTS (SELECT 1 FROM {q} WHERE `key` = p_key AND token <> p_next AND expires_at > n AND seq < s) THEN\n" +
+		"		UPDATE `{tn}_fence` SET v = LAST_INSERT_ID(v + 1) WHERE id = 1;\n" +
+		"		SET f = LAST_INSERT_ID();\n" +
+		"		UPDATE {t} SET owner = p_next_owner, fence = f, holds = 1, ids = CONCAT(' ', p_next, ' '), expires_at = n + p_ttl\n" +
+		"			WHERE `key` = p_key AND owner = p_owner AND (p_fence = 0 OR fence = p_fence) AND ids = CONCAT(' ', p_id, ' ');\n" +
+		"	ELSE\n" +
+		"		DELETE FROM {t} WHERE `key` = p_key AND owner = p_owner AND (p_fence = 0 OR fence = p_fence) AND ids = CONCAT(' ', p_id, ' ');\n" +
+		"	END IF;\n" +
+		"	IF ROW_COUNT() = 0 THEN\n" +
+		"		ROLLBACK;\n" +
+		"		SELECT 0, 0;\n" +
+		"	ELSE\n" +
+		"		IF f > 0 THEN\n" +
+		"			DELETE FROM {q} WHERE `key` = p_key AND token = p_next;\n" +
+		"		END IF;\n" +
+		"		COMMIT;\n" +
+		"		SELECT 1, f;\n" +
+		"	END IF;\n" +
+		"END"
+)
+
+// nextHere is the waiter that h's release may hand the key to: this
+// process's first waiter for h's key, if it waits in Exclusive mode with
+// a place in the database's queue; else nil.
+func (d *sqlDriver) nextHere(h *hold) *driver.Request {
+	if h.mode != driver.Exclusive || d.laneOff.Load() || d.local == nil || d.handoffs == nil {
+		return nil
+	}
+	id := d.local.first(h.key)
+	if id == "" || id == h.id {
+		return nil
+	}
+	r := d.local.request(h.key, id)
+	if r == nil || d.modal(r) || d.token(r) == "" || !d.hub.Waiting(id) {
+		return nil
+	}
+	return r
+}
+
+// handOff releases h, handing the key to next if the database's queue
+// agrees it comes first (see myXRelease): ok if h's row went, freed if
+// nobody was given the key. ok false: h's row was not there as one hold
+// (several ids, or gone), or the procedure is not to be had here; the
+// plain release looks.
+func (m *myStatements) handOff(ctx context.Context, h *hold, next *driver.Request) (ok, freed bool, err error) {
+	var done int
+	var fence uint64
+	start := time.Now() // the grant is valid from no earlier than this
+	err = row(h.d.db.QueryRowContext(ctx, m.xrelease, h.key, h.owner, h.fence, h.id, next.ID, next.Owner, next.TTL.Milliseconds()), &done, &fence)
+	if err != nil {
+		return false, false, h.d.offLane(err)
+	}
+	if fence > 0 {
+		h.d.handOver(ctx, h.key, []handed{{id: next.ID, owner: next.Owner, fence: fence}}, start)
+	}
+	return done == 1, done == 1 && fence == 0, nil
+}

@@ -1,0 +1,121 @@
+package sql
+
+import (
+	"crypto/rand"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
+	"github.com/locker-go/locker/internal/testenv"
+)
+
+// myHandoff opens a MySQL Locker and its driver for a hand-off test.
+func myHandoff(t *testing.T) (locker.Locker, *sqlDriver) {
+	t.Helper()
+	l, err := Open(t.Context(), testenv.URL(t, "LOCKER_TEST_MYSQL").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l, driverOf(l)
+}
+
+// On MySQL a release of an Exclusive hold hands the key to this process's
+// first waiter, the queue's first: each writer in turn takes its grant
+// with no statement of its own, with a fence above the last, and its place
+// in the queue is gone with it.
+func TestMySQLHandsOff(t *testing.T) {
+	t.Parallel()
+	l, d := myHandoff(t)
+	ctx := t.Context()
+	key := "handoff-" + rand.Text()
+	holder, err := l.Lock(ctx, key, locker.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		lease locker.Lease
+		err   error
+	}
+	const writers = 3
+	got := make([]chan result, writers)
+	for i := range got {
+		got[i] = make(chan result, 1)
+		go func() {
+			lease, err := l.Lock(ctx, key, locker.WithTTL(time.Minute))
+			got[i] <- result{lease, err}
+		}()
+		waitFor(t, "a writer queued", func() bool { return queued(t, d, key) == i+1 })
+	}
+	before, last := d.handoffs.count(), holder.Fence()
+	for i := range writers {
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := <-got[i] // in queue order: the next one is still waiting
+		if r.err != nil {
+			t.Fatalf("writer %d: %v", i, r.err)
+		}
+		if r.lease.Fence() <= last {
+			t.Fatalf("writer %d's fence %d, not above %d", i, r.lease.Fence(), last)
+		}
+		if n := d.handoffs.count() - before; n != uint64(i+1) {
+			t.Fatalf("%d of the first %d grants were hand-offs", n, i+1)
+		}
+		if n := queued(t, d, key); n != writers-1-i {
+			t.Fatalf("%d places left after writer %d's grant, want %d", n, i, writers-1-i)
+		}
+		holder, last = r.lease, r.lease.Fence()
+	}
+	if err := holder.Refresh(ctx); err != nil {
+		t.Fatalf("the last hand-off's lease: %v", err)
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.(locker.Admin).Status(ctx, key); !errors.Is(err, locker.ErrNotHeld) {
+		t.Fatalf("after the last release: %v, want the key free", err)
+	}
+}
+
+// A waiter handed the key while it kept its place (the keep landed after
+// the hand-off, putting it back in the queue) takes the grant from that
+// attempt, and leaves no place behind to hold up the waiters after it.
+func TestMySQLHandOffWhileKeepingPlace(t *testing.T) {
+	t.Parallel()
+	l, d := myHandoff(t)
+	ctx := t.Context()
+	key := "handoff-keep-" + rand.Text()
+	holder, err := l.Lock(ctx, key, locker.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &driver.Request{Key: key, Owner: rand.Text(), ID: rand.Text(), TTL: time.Minute}
+	_, stop, err := d.Subscribe(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	r.Queue = true
+	if g, err := d.Acquire(ctx, r); err != nil || g.Hold != nil {
+		t.Fatalf("a waiter's attempt: %v (%v), want a place", g.Hold, err)
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d.handoffs.take(r.ID); !ok { // as if its keep began before the wake
+		t.Fatal("no hand-off to the waiter")
+	}
+	g, err := d.placeOnce(ctx, d, r)
+	if err != nil || g.Hold == nil || g.Fence <= holder.Fence() {
+		t.Fatalf("keeping the place after the hand-off: %v fence %d (%v), want the grant", g.Hold, g.Fence, err)
+	}
+	if n := queued(t, d, key); n != 0 {
+		t.Fatalf("%d places left behind the grant", n)
+	}
+	if err := g.Hold.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
