@@ -14,9 +14,13 @@ import (
 )
 
 // pgHandoff opens a Postgres Locker and its driver for a hand-off test.
-func pgHandoff(t *testing.T) (locker.Locker, *sqlDriver) {
+func pgHandoff(t *testing.T) (locker.Locker, *sqlDriver) { return handoffOn(t, "LOCKER_TEST_POSTGRES") }
+
+// handoffOn opens a Locker on the server that env names, and its driver,
+// for a hand-off test.
+func handoffOn(t *testing.T, env string) (locker.Locker, *sqlDriver) {
 	t.Helper()
-	l, err := Open(t.Context(), testenv.URL(t, "LOCKER_TEST_POSTGRES").String())
+	l, err := Open(t.Context(), testenv.URL(t, env).String())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,19 +8,10 @@ import (
 
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/driver"
-	"github.com/locker-go/locker/internal/testenv"
 )
 
 // myHandoff opens a MySQL Locker and its driver for a hand-off test.
-func myHandoff(t *testing.T) (locker.Locker, *sqlDriver) {
-	t.Helper()
-	l, err := Open(t.Context(), testenv.URL(t, "LOCKER_TEST_MYSQL").String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	return l, driverOf(l)
-}
+func myHandoff(t *testing.T) (locker.Locker, *sqlDriver) { return handoffOn(t, "LOCKER_TEST_MYSQL") }
 
 // On MySQL a release of an Exclusive hold hands the key to this process's
 // first waiter, the queue's first: each writer in turn takes its grant
