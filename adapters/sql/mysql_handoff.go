@@ -9,10 +9,10 @@ import (
 
 // MySQL's hand-off (handoff.go): a release of an Exclusive hold, while a
 // waiter of this process is first for the key here, runs myXRelease,
-// which deletes the hold's row and, in the same transaction, grants the
-// key to that waiter if it is also the first live waiter of the
-// database's queue: a fence drawn after the delete, its row, and its place
-// gone. The waiter is then told its grant here and takes it with no
+// which takes the hold's row and, in the same transaction, gives it to
+// that waiter if it is also the first live waiter of the database's queue
+// (a fence drawn for it, its place gone), else deletes it. The waiter is
+// then told its grant here and takes it with no
 // statement of its own; the process's gate keeps the key's name (the key
 // stays this process's), so no other process is woken for nothing. Any
 // other release (no waiter here, another process's waiter first, a hold
