@@ -254,9 +254,9 @@ func queued(t *testing.T, d *sqlDriver, key string) int {
 	var n int
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	q := `SELECT COUNT(*) FROM locker_locks_queue WHERE "key" = $1`
+	q := `SELECT COUNT(*) FROM "` + d.cfg.table + `_queue" WHERE "key" = $1`
 	if d.gates != nil { // MySQL
-		q = "SELECT COUNT(*) FROM locker_locks_queue WHERE `key` = ?"
+		q = "SELECT COUNT(*) FROM `" + d.cfg.table + "_queue` WHERE `key` = ?"
 	}
 	if err := d.db.QueryRowContext(ctx, q, key).Scan(&n); err != nil {
 		t.Fatal(err)

@@ -59,7 +59,7 @@ const (
 // process's first waiter for h's key, if it waits in Exclusive mode with
 // a place in the database's queue; else nil.
 func (d *sqlDriver) nextHere(h *hold) *driver.Request {
-	if h.mode != driver.Exclusive || d.laneOff.Load() || d.local == nil || d.handoffs == nil {
+	if h.mode != driver.Exclusive || d.handOffOff.Load() || d.local == nil || d.handoffs == nil {
 		return nil
 	}
 	id := d.local.first(h.key)
@@ -76,15 +76,20 @@ func (d *sqlDriver) nextHere(h *hold) *driver.Request {
 // handOff releases h, handing the key to next if the database's queue
 // agrees it comes first (see myXRelease): ok if h's row went, freed if
 // nobody was given the key. ok false: h's row was not there as one hold
-// (several ids, or gone), or the procedure is not to be had here; the
-// plain release looks.
+// (several ids, or gone), or the procedure is not to be had here
+// (handOffOff, from then on; the fast lane's procedures may still be):
+// the plain release looks.
 func (m *myStatements) handOff(ctx context.Context, h *hold, next *driver.Request) (ok, freed bool, err error) {
 	var done int
 	var fence uint64
 	start := time.Now() // the grant is valid from no earlier than this
 	err = row(h.d.db.QueryRowContext(ctx, m.xrelease, h.key, h.owner, h.fence, h.id, next.ID, next.Owner, next.TTL.Milliseconds()), &done, &fence)
 	if err != nil {
-		return false, false, h.d.offLane(err)
+		if myNoLane(err) { // not to be had here: the plain release, from now on
+			h.d.handOffOff.Store(true)
+			return false, false, nil
+		}
+		return false, false, err
 	}
 	if fence > 0 {
 		h.d.handOver(ctx, h.key, []handed{{id: next.ID, owner: next.Owner, fence: fence}}, start)

@@ -3,11 +3,13 @@ package sql
 import (
 	"crypto/rand"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/driver"
+	"github.com/locker-go/locker/internal/testenv"
 )
 
 // myHandoff opens a MySQL Locker and its driver for a hand-off test.
@@ -108,5 +110,58 @@ func TestMySQLHandOffWhileKeepingPlace(t *testing.T) {
 	}
 	if err := g.Hold.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Where the hand-off's procedure is not to be had (here: dropped after
+// Open made it, as for a user who may not run it), releases delete and the
+// waiter looks, as before; the fast lane's procedures stay in use.
+func TestMySQLHandOffMissing(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	table := "handoff_missing_" + strings.ToLower(rand.Text()[:8])
+	u := testenv.URL(t, "LOCKER_TEST_MYSQL")
+	q := u.Query()
+	q.Set("table", table)
+	u.RawQuery = q.Encode()
+	l, err := Open(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	d := driverOf(l)
+	if _, err := d.db.ExecContext(ctx, "DROP PROCEDURE `"+table+"_xrelease_v1`"); err != nil {
+		t.Fatal(err)
+	}
+	key := "handoff-missing-" + rand.Text()
+	holder, err := l.Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		lease, err := l.Lock(ctx, key)
+		if err == nil {
+			if lease.Fence() <= holder.Fence() {
+				err = errors.New("fence not above the holder's")
+			} else {
+				err = lease.Unlock(ctx)
+			}
+		}
+		got <- err
+	}()
+	waitFor(t, "the waiter queued", func() bool { return queued(t, d, key) == 1 })
+	before := d.handoffs.count()
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter: %v", err)
+	}
+	if n := d.handoffs.count() - before; n != 0 {
+		t.Fatalf("%d hand-offs with no procedure", n)
+	}
+	if !d.handOffOff.Load() || d.laneOff.Load() {
+		t.Fatalf("hand-off off %v, fast lane off %v: want the hand-off alone off", d.handOffOff.Load(), d.laneOff.Load())
 	}
 }

@@ -3,6 +3,7 @@ package sql
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"github.com/go-sql-driver/mysql"
 )
@@ -85,22 +86,25 @@ const (
 		"END"
 )
 
-// myModeProcs makes the fast lane's procedures if missing, and turns the
-// lane off where it cannot (no CREATE ROUTINE privilege) or, at the first
-// call, where this user may not run them (myNoLane): the modal
-// transaction is as correct, only slower.
+// myModeProcs makes the fast lane's procedures and the hand-off's if
+// missing, and turns each off where it cannot be made (no CREATE ROUTINE
+// privilege) or, at its first call, where this user may not run it
+// (myNoLane): the transaction or the plain release is as correct, only
+// slower.
 func myModeProcs(ctx context.Context, d *sqlDriver, fill func(string) string) {
-	for name, proc := range map[string]string{"_grant_v3": myGrantProc, "_release_v3": myReleaseProc, "_xrelease_v1": myXReleaseProc} {
+	for _, p := range []struct {
+		name, proc string
+		off        *atomic.Bool
+	}{{"_grant_v3", myGrantProc, &d.laneOff}, {"_release_v3", myReleaseProc, &d.laneOff}, {"_xrelease_v1", myXReleaseProc, &d.handOffOff}} {
 		var n int
 		err := d.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.ROUTINES "+
-			"WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = ?", d.cfg.table+name).Scan(&n)
+			"WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = ?", d.cfg.table+p.name).Scan(&n)
 		if err == nil && n == 0 {
-			_, err = d.db.ExecContext(ctx, fill(proc))
+			_, err = d.db.ExecContext(ctx, fill(p.proc))
 		}
 		var my *mysql.MySQLError
 		if err != nil && !(errors.As(err, &my) && my.Number == 1304) { // 1304: made meanwhile by another
-			d.laneOff.Store(true)
-			return
+			p.off.Store(true)
 		}
 	}
 }

@@ -82,6 +82,9 @@ type sqlDriver struct {
 	// laneOff: the fast lane (modefast.go) is not to be had here: its
 	// routines could not be made, or this user may not run them.
 	laneOff atomic.Bool
+	// handOffOff: MySQL's hand-off procedure is not to be had here
+	// (mysql_handoff.go): releases delete, and waiters look.
+	handOffOff atomic.Bool
 	// The Subtree space's driver: the same database, tables named
 	// "<table>_tree", opened by openTree on first use (nil in itself).
 	treeMu   sync.Mutex
