@@ -161,16 +161,7 @@ func testHandOffUntaken(t *testing.T, l locker.Locker, d *sqlDriver) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := &driver.Request{Key: key, Owner: rand.Text(), ID: rand.Text(), TTL: time.Minute}
-		_, stop, err := d.Subscribe(ctx, r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Queue = true
-		start := time.Now()
-		if g, err := d.Acquire(ctx, r); err != nil || g.Hold != nil {
-			t.Fatalf("a waiter's attempt: %v (%v), want a place", g.Hold, err)
-		}
+		r, _, stop, start := waiting(t, d, key)
 		if err := holder.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -211,16 +202,8 @@ func TestPostgresHandOffValidity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &driver.Request{Key: key, Owner: rand.Text(), ID: rand.Text(), TTL: time.Minute, Queue: true}
-	wake, stop, err := d.Subscribe(ctx, r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, wake, stop, start := waiting(t, d, key)
 	defer stop()
-	start := time.Now()
-	if g, err := d.Acquire(ctx, r); err != nil || g.Hold != nil {
-		t.Fatalf("a waiter's attempt: %v (%v), want a place", g.Hold, err)
-	}
 	attempted := time.Now()
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
@@ -246,6 +229,24 @@ func TestPostgresHandOffValidity(t *testing.T) {
 	if err := g.Hold.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// waiting makes a Lock call's request for key wait on d by hand, as the
+// portable layer does: subscribed, then an attempt that finds it waiting
+// (a place in the queue), begun at start.
+func waiting(t *testing.T, d *sqlDriver, key string) (r *driver.Request, wake <-chan struct{}, stop func(), start time.Time) {
+	t.Helper()
+	r = &driver.Request{Key: key, Owner: rand.Text(), ID: rand.Text(), TTL: time.Minute, Queue: true}
+	wake, stop, err := d.Subscribe(t.Context(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	if g, err := d.Acquire(t.Context(), r); err != nil || g.Hold != nil {
+		stop()
+		t.Fatalf("a waiter's attempt: %v (%v), want a place", g.Hold, err)
+	}
+	return r, wake, stop, start
 }
 
 // queued is the number of key's places in the database's queue.

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/locker-go/locker"
-	"github.com/locker-go/locker/driver"
 	"github.com/locker-go/locker/internal/testenv"
 )
 
@@ -85,16 +84,8 @@ func TestMySQLHandOffWhileKeepingPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &driver.Request{Key: key, Owner: rand.Text(), ID: rand.Text(), TTL: time.Minute}
-	_, stop, err := d.Subscribe(ctx, r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, _, stop, _ := waiting(t, d, key)
 	defer stop()
-	r.Queue = true
-	if g, err := d.Acquire(ctx, r); err != nil || g.Hold != nil {
-		t.Fatalf("a waiter's attempt: %v (%v), want a place", g.Hold, err)
-	}
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
