@@ -12,11 +12,11 @@ import (
 // which takes the hold's row and, in the same transaction, gives it to
 // that waiter if it is also the first live waiter of the database's queue
 // (a fence drawn for it, its place gone), else deletes it. The waiter is
-// then told its grant here and takes it with no
-// statement of its own; the process's gate keeps the key's name (the key
-// stays this process's), so no other process is woken for nothing. Any
-// other release (no waiter here, another process's waiter first, a hold
-// of several ids) deletes as before, and a waiter looks for itself.
+// then told its grant here and takes it with no statement of its own;
+// the process's gate keeps the key's name (the key stays this
+// process's), so no other process is woken for nothing. Any other
+// release (no waiter here, another process's waiter first, a hold of
+// several ids) deletes as before, and a waiter looks for itself.
 const (
 	myXRelease     = "CALL `{tn}_xrelease_v1`(?, ?, ?, ?, ?, ?, ?)"
 	myXReleaseProc = "CREATE PROCEDURE `{tn}_xrelease_v1`(p_key VARBINARY(512), p_owner VARBINARY(512), p_fence BIGINT UNSIGNED, " +
