@@ -2,13 +2,11 @@ package testenv
 
 import (
 	"context"
-	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/locker-go/locker/internal/servers"
 )
 
 // RedisCluster is a Redis Cluster of three masters (no replicas) of a
@@ -28,18 +26,16 @@ func StartRedisCluster(t testing.TB) *RedisCluster {
 	for i := range 3 {
 		// The cluster bus port is given: port+10000, its default, may be
 		// taken or past 65535.
-		s := startRedis(t, 0, "--save", "", "--appendonly", "no", "--cluster-enabled", "yes",
-			"--cluster-port", strconv.Itoa(freePort(t)), "--cluster-config-file", "nodes.conf", "--dir", t.TempDir(),
-			"--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "no")
+		s := newRedis(t, 0, servers.RedisClusterNode(freePort(t))...)
+		s.start()
 		c.Nodes, addrs[i] = append(c.Nodes, s), s.Addr
 	}
-	out, err := exec.Command("redis-cli", append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "0", "--cluster-yes")...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := servers.CreateRedisCluster(ctx, addrs); err != nil {
+		t.Fatal(err)
 	}
-	for i := range c.Nodes {
-		c.waitOK(i)
-	}
+	c.waitOK()
 	return c
 }
 
@@ -56,25 +52,18 @@ func (c *RedisCluster) URL(q string) string {
 func (c *RedisCluster) Restart(i int) {
 	c.t.Helper()
 	c.Nodes[i].start()
-	for j := range c.Nodes {
-		c.waitOK(j)
-	}
+	c.waitOK()
 }
 
-// waitOK waits until node i sees the cluster ok, with every node.
-func (c *RedisCluster) waitOK(i int) {
+// waitOK waits until every node sees the cluster ok, with every node: the
+// cluster bus settles on its own.
+func (c *RedisCluster) waitOK() {
 	c.t.Helper()
-	cl := goredis.NewClient(&goredis.Options{Addr: c.Nodes[i].Addr})
-	defer cl.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		info, _ := cl.ClusterInfo(context.Background()).Result()
-		if strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:3") {
-			return
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, n := range c.Nodes {
+		if err := servers.Await(ctx, servers.RedisClusterOK(n.Addr, len(c.Nodes)), n.exit, 50*time.Millisecond); err != nil {
+			c.t.Fatalf("redis cluster not ok within 30s: %v", err)
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("redis cluster node %s not ok within 30s:\n%s", c.Nodes[i].Addr, info)
-		}
-		time.Sleep(50 * time.Millisecond) // the cluster bus settles on its own: nothing to wait on
 	}
 }
