@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,21 +142,35 @@ func (e ensemble) Restart() {
 // freePort returns a loopback port that was free a moment ago, below the
 // ephemeral range (and above the ports of scripts/backends): a server
 // killed and started again on it must not find it taken meanwhile by some
-// client's outgoing connection, as an etcd member's once was.
+// client's outgoing connection, as an etcd member's once was. It never
+// returns a port twice: an ensemble's members, asked for their ports
+// before any listens, once got the same one for a client and a peer port.
 func freePort(t testing.TB) int {
 	t.Helper()
 	const lo = 20000
 	hi := ephemeralLow()
+	handed.Lock()
+	defer handed.Unlock()
 	for range 1000 {
-		ln, err := net.Listen("tcp", servers.Addr(lo+rand.IntN(hi-lo)))
-		if err == nil {
-			defer ln.Close()
-			return servers.Port(ln.Addr().String())
+		p := lo + rand.IntN(hi-lo)
+		if handed.ports[p] {
+			continue
+		}
+		if ln, err := net.Listen("tcp", servers.Addr(p)); err == nil {
+			ln.Close()
+			handed.ports[p] = true
+			return p
 		}
 	}
 	t.Fatalf("no free loopback port in %d-%d", lo, hi-1)
 	return 0
 }
+
+// handed are the ports freePort returned.
+var handed = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
 
 // ephemeralLow is the first port of the kernel's ephemeral range.
 func ephemeralLow() int {
