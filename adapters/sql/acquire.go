@@ -272,6 +272,7 @@ func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 }
 
 func (h *hold) Release(ctx context.Context) error {
+	h.d.handoffs.forget(h.id)
 	var ok, freed, ambiguous bool
 	err := h.d.retry(ctx, func(ctx context.Context) (err error) {
 		ok, freed, err = h.releaseOnce()(ctx, h)

@@ -33,7 +33,8 @@ import (
 type handoffs struct {
 	mu    sync.Mutex
 	m     map[string]handoff
-	taken uint64 // grants taken from hand-offs, for tests and telemetry
+	found map[string]bool // calls that took a hold under their ID from the database before it was handed over
+	taken uint64          // grants taken from hand-offs, for tests and telemetry
 }
 
 // handoff is one grant handed to a waiter: its fence, and when its
@@ -71,6 +72,37 @@ func (h *handoffs) give(token string, g handoff) {
 		h.m = map[string]handoff{}
 	}
 	h.m[token] = g
+}
+
+// foundOwn records that id's call took, as its grant, the hold it found
+// under its ID in the database: on MySQL a hand-off is committed before
+// it is handed over, and the waiter's attempt in between finds it. Handed
+// over after the call stopped waiting, it is then the call's lease, not
+// an orphan to release. Already handed over, the call's stop takes it.
+func (h *handoffs) foundOwn(id string) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, given := h.m[id]; given {
+		return
+	}
+	if h.found == nil {
+		h.found = map[string]bool{}
+	}
+	h.found[id] = true
+}
+
+// forget drops id's foundOwn mark: its hold is gone (released), so a
+// hand-off to it handed over only now, if any, is an orphan.
+func (h *handoffs) forget(id string) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.found, id)
 }
 
 // take returns and forgets token's hand-off, if one was heard.
@@ -147,23 +179,13 @@ func (d *sqlDriver) handsOffHere() bool { return d.poll && !d.queued }
 // handOver tells the waiters their hand-offs, valid from start (before
 // the transaction that made them began). A waiter that stopped waiting
 // since (its call ended: granted otherwise, or given up with nothing to
-// abandon) gets none: the grant is released here.
+// abandon) gets none: the grant is released here, unless the call took it
+// from the database itself (foundOwn).
 func (d *sqlDriver) handOver(ctx context.Context, key string, hs []handed, start time.Time) {
 	if len(hs) == 0 {
 		return
 	}
-	var orphans []handed
-	d.handoffs.mu.Lock()
-	for _, h := range hs {
-		// Asked under mu: a waiter's Subscribe stops waiting, then takes
-		// its entry under mu, so each grant is taken or an orphan here.
-		if d.hub.Waiting(h.id) {
-			d.handoffs.give(h.id, handoff{fence: h.fence, start: start})
-		} else {
-			orphans = append(orphans, h)
-		}
-	}
-	d.handoffs.mu.Unlock()
+	orphans := d.give(hs, start)
 	for _, h := range hs {
 		d.hub.Notify(h.id)
 	}
@@ -174,6 +196,27 @@ func (d *sqlDriver) handOver(ctx context.Context, key string, hs []handed, start
 			_ = (&hold{d: d, key: key, id: h.id, fence: h.fence, mode: h.mode, owner: h.owner}).Release(context.WithoutCancel(ctx))
 		}()
 	}
+}
+
+// give keeps the hand-offs of the waiters still waiting and returns the
+// others' that no call took: the orphans.
+func (d *sqlDriver) give(hs []handed, start time.Time) (orphans []handed) {
+	d.handoffs.mu.Lock()
+	defer d.handoffs.mu.Unlock()
+	for _, h := range hs {
+		// Asked under mu: a waiter's Subscribe stops waiting, then takes
+		// its entry under mu, so each grant is taken or an orphan here.
+		switch {
+		case d.hub.Waiting(h.id):
+			d.handoffs.give(h.id, handoff{fence: h.fence, start: start})
+			delete(d.handoffs.found, h.id)
+		case d.handoffs.found[h.id]:
+			delete(d.handoffs.found, h.id) // the call's lease
+		default:
+			orphans = append(orphans, h)
+		}
+	}
+	return orphans
 }
 
 // waitedSince records that an attempt begun at start found r waiting

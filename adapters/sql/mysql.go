@@ -268,6 +268,8 @@ func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Requ
 			more, next := !strings.Contains(s.ids, id), s.ids
 			if more {
 				next += r.ID + " "
+			} else {
+				d.handoffs.foundOwn(r.ID) // a hand-off, maybe, not yet handed over
 			}
 			if ok, err := affected(d.db.ExecContext(ctx, m.reenter, more, next, ttl, r.Key, s.fence, s.ids)); err != nil || ok {
 				return grant(s.fence, true, err)

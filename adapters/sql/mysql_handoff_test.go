@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
 	"github.com/locker-go/locker/internal/testenv"
 )
 
@@ -154,5 +155,47 @@ func TestMySQLHandOffMissing(t *testing.T) {
 	}
 	if !d.handOffOff.Load() || d.laneOff.Load() {
 		t.Fatalf("hand-off off %v, fast lane off %v: want the hand-off alone off", d.handOffOff.Load(), d.laneOff.Load())
+	}
+}
+
+// The release's procedure commits a hand-off before the release hands it
+// over here, and the waiter's attempt in between finds the key under its
+// ID and takes it: that grant is the waiter's lease, not an orphan for the
+// hand-over to release (which let a lease's row go under it, and Unlock
+// say ErrNotHeld, in a full run's migration test).
+func TestMySQLHandOffFoundFirst(t *testing.T) {
+	t.Parallel()
+	_, d := myHandoff(t)
+	ctx := t.Context()
+	key := "handoff-found-" + rand.Text()
+	h := &driver.Request{Key: key, Owner: rand.Text(), ID: rand.Text(), TTL: time.Minute}
+	hg, err := d.Acquire(ctx, h)
+	if err != nil || hg.Hold == nil {
+		t.Fatalf("holder: %v (%v)", hg.Hold, err)
+	}
+	r, _, stop, start := waiting(t, d, key)
+	defer stop()
+	var done int
+	var fence uint64
+	if err := row(d.db.QueryRowContext(ctx, "CALL `"+d.cfg.table+"_xrelease_v1`(?, ?, ?, ?, ?, ?, ?)",
+		key, h.Owner, hg.Fence, h.ID, r.ID, r.Owner, r.TTL.Milliseconds()), &done, &fence); err != nil || done != 1 || fence == 0 {
+		t.Fatalf("the release's procedure: done %d fence %d (%v), want the key handed to the waiter", done, fence, err)
+	}
+	g, err := d.Acquire(ctx, r)
+	if err != nil || g.Hold == nil || g.Fence != fence {
+		t.Fatalf("the waiter's attempt: %v fence %d (%v), want the hand-off's grant, fence %d", g.Hold, g.Fence, err, fence)
+	}
+	stop() // its call has ended, granted
+	if orphans := d.give([]handed{{id: r.ID, owner: r.Owner, fence: fence}}, start); len(orphans) != 0 {
+		t.Fatal("the hand-off the waiter took is handed over as an orphan, to be released under its lease")
+	}
+	if err := g.Hold.Release(ctx); err != nil {
+		t.Fatalf("the waiter's release: %v", err)
+	}
+	// Released before its hand-over came (or none will): no mark is kept.
+	d.handoffs.foundOwn(r.ID)
+	_ = (&hold{d: d, key: key, owner: r.Owner, id: r.ID}).Release(ctx)
+	if d.handoffs.found[r.ID] {
+		t.Error("a released hold's mark is kept: marks would pile up")
 	}
 }
