@@ -264,13 +264,8 @@ func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Requ
 				d.gates.watch(r.Key, r.TTL)
 			}
 			return driver.Grant{Retry: time.Duration(s.left) * time.Millisecond}, nil
-		case s.left > 0: // ours: re-entered, gaining the hold id unless a retry of this call has it
-			more, next := !strings.Contains(s.ids, id), s.ids
-			if more {
-				next += r.ID + " "
-			} else {
-				d.handoffs.foundOwn(r.ID) // a hand-off, maybe, not yet handed over
-			}
+		case s.left > 0: // ours: re-entered, gaining the hold id unless this call has it
+			more, next := d.reentry(r, s.ids)
 			if ok, err := affected(d.db.ExecContext(ctx, m.reenter, more, next, ttl, r.Key, s.fence, s.ids)); err != nil || ok {
 				return grant(s.fence, true, err)
 			}
@@ -280,6 +275,18 @@ func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Requ
 			}
 		}
 	}
+}
+
+// reentry is the ids of a row that r's owner holds, once r re-enters it:
+// more if r's hold id was not among them. If it was (a retry of this call
+// after a lost reply, or a hand-off to it not handed over yet), the
+// hold is the call's grant (foundOwn).
+func (d *sqlDriver) reentry(r *driver.Request, ids string) (more bool, next string) {
+	if strings.Contains(ids, " "+r.ID+" ") {
+		d.handoffs.foundOwn(r.ID)
+		return false, ids
+	}
+	return true, ids + r.ID + " "
 }
 
 // claim inserts r's row unless a waiter is ahead, and fences it: fenced
