@@ -81,9 +81,8 @@
 // its marks' renewal. With no notification a waiter looks again when
 // enough of what refused it expires. A call that tries again without a
 // place among the waiters (a grant that arrived dead, say) first pauses a
-// random part of its last attempt's time, and skips its attempt if a
-// waiter announced meanwhile that it took the key (a Lock that waited
-// announces its take): a crowd trying at once would split the masters.
+// random part of its last attempt's time: a crowd trying at once would
+// split the masters.
 //
 // # Fences
 //

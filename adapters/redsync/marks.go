@@ -30,18 +30,16 @@ const (
 	remark           // and a refusal (re)places its mark
 )
 
-// queueArgs is how an attempt's requests queue, and whether the call
-// waited (it then announces its take).
+// queueArgs is how an attempt's requests queue.
 type queueArgs struct {
-	stamp  int64
-	queue  int
-	waited bool
+	stamp int64
+	queue int
 }
 
 // queue is the queueing of r's next attempt: its marks are renewed
 // every TTL/3, so they never lapse while it waits.
 func (st *callState) queue(r *driver.Request) queueArgs {
-	q := queueArgs{waited: st.last > 0}
+	var q queueArgs
 	if !r.Queue {
 		return q
 	}

@@ -1,14 +1,11 @@
 package redsync
 
 import (
-	"context"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locker-go/locker/driver"
 )
@@ -16,13 +13,9 @@ import (
 // news is what a driver heard on the keys it waits for: releases, "<id>
 // <fence>[ <stamp> <mode> <call id>]" (the id of the attempt that created
 // the holder that ended, none for a mark removed or a forced release;
-// then the first waiting mark left, if any), and takes, "t<id> <ttl
-// ms> <fence> <mode>", which a Lock that had to wait sends once it
-// acquired, so that the other waiters woken by the same release skip an
-// attempt bound to fail, if the take's mode excludes theirs. A take may
-// arrive after its hold's release; a take whose fence is not above every
-// fence released is stale and ignored. It is kept per hub key: a key's
-// waiters in one mode.
+// then the first waiting mark left, if any). It is kept per hub key: a
+// key's waiters in one mode. Earlier versions also announced takes,
+// "t<id> <ttl ms> <fence> <mode>": they are ignored.
 //
 // Every master that drops a holder publishes its release: a release wakes
 // the waiters once, when a quorum of copies is heard, as then it has
@@ -39,12 +32,7 @@ type keyNews struct {
 	released      []release // recent releases, newest last
 	releasedFence uint64    // largest fence released
 	releasedAt    time.Time // when a copy of a release was last heard
-	taken         string    // the last take: id, fence, when heard, TTL, mode
-	takenFence    uint64
-	takenAt       time.Time
-	ttl           time.Duration
-	takenMode     driver.Mode
-	next          waiter // the first waiter, as the last release said
+	next          waiter    // the first waiter, as the last release said
 }
 
 // waiter is the first waiting mark of a key, as a release names it: a
@@ -83,6 +71,7 @@ type release struct {
 // waiters are woken, if a quorum of copies has not come by then.
 const releaseSpread = 20 * time.Millisecond
 
+// takePrefix begins an earlier version's take announcement.
 const takePrefix = "t"
 
 // watch starts recording what is heard of key; forget ends it.
@@ -110,8 +99,7 @@ func (n *news) heard(key, payload string) (wake bool, first string) {
 	if k == nil {
 		return false, ""
 	}
-	if rest, ok := strings.CutPrefix(payload, takePrefix); ok {
-		k.take(rest)
+	if strings.HasPrefix(payload, takePrefix) { // an earlier version's take
 		return false, ""
 	}
 	id, rest, _ := strings.Cut(payload, " ")
@@ -144,21 +132,6 @@ func (n *news) heard(key, payload string) (wake bool, first string) {
 		return true, first
 	}
 	return false, first
-}
-
-// take records a take's message.
-func (k *keyNews) take(msg string) {
-	f := strings.Fields(msg)
-	if len(f) != 4 {
-		return
-	}
-	ttl, err1 := strconv.ParseInt(f[1], 10, 64)
-	fence, err2 := strconv.ParseUint(f[2], 10, 64)
-	mode, err3 := strconv.ParseUint(f[3], 10, 8)
-	if err1 == nil && err2 == nil && err3 == nil && fence > max(k.releasedFence, k.takenFence) && !k.heardRelease(f[0]) {
-		k.taken, k.takenFence, k.takenAt, k.ttl = f[0], fence, time.Now(), time.Duration(ttl)*time.Millisecond
-		k.takenMode = driver.Mode(mode)
-	}
 }
 
 func (k *keyNews) heardRelease(id string) bool {
@@ -205,37 +178,4 @@ func (n *news) releasedSince(key string, since time.Time) bool {
 	defer n.mu.Unlock()
 	k := n.keys[key]
 	return k != nil && k.releasedAt.After(since)
-}
-
-// takenSince reports whether another waiter took key after since, in a
-// mode that excludes mode, and has not released it yet, and with which TTL.
-func (n *news) takenSince(key string, mode driver.Mode, since time.Time) (time.Duration, bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	k := n.keys[key]
-	if k == nil || k.taken == "" || k.takenAt.Before(since) || !excludes(k.takenMode, mode) ||
-		k.takenFence <= k.releasedFence || k.heardRelease(k.taken) {
-		return 0, false
-	}
-	return k.ttl, true
-}
-
-// excludes reports whether a take in mode taken leaves no room for a
-// request in mode: the matrix's, but a semaphore's take may leave a slot.
-func excludes(taken, mode driver.Mode) bool {
-	return !taken.Compatible(mode) && (taken != driver.Limited || mode != driver.Limited)
-}
-
-// takePayload is the take message of the hold id with ttl, fence and mode.
-func takePayload(id string, ttl time.Duration, fence uint64, mode driver.Mode) string {
-	return takePrefix + id + " " + strconv.FormatInt(ttl.Milliseconds(), 10) + " " + strconv.FormatUint(fence, 10) + " " + digit(mode)
-}
-
-// announceTake tells the other waiters that the hold id took n in mode,
-// in the background: a hint that saves work, never needed for correctness.
-func (d *redlock) announceTake(n name, mode driver.Mode, id string, ttl time.Duration, fence uint64) {
-	payload, channel := takePayload(id, ttl, fence, mode), d.channel(n)
-	go each(context.Background(), d, d.nodeTimeout(ttl), func(ctx context.Context, _ int, c goredis.UniversalClient) (struct{}, error) {
-		return struct{}{}, c.Publish(ctx, channel, payload).Err()
-	})
 }

@@ -13,13 +13,13 @@ import (
 )
 
 // Watches (locker.Observe) ride the masters' subscriptions to the keys'
-// channels, which carry releases and takes already: every message on a
+// channels, which carry releases already: every message on a
 // key's channel signals its watchers, and an election's grants and
 // releases are announced there too (driver.Announcer), with a payload
 // that waiters ignore.
 
-// announcement is Announce's payload: no release or take has it (theirs
-// hold a space or begin with takePrefix and an id).
+// announcement is Announce's payload: no release has it (theirs hold a
+// space), nor an earlier version's take (takePrefix and an id).
 const announcement = "o"
 
 // watches are the Watch channels of a driver, by name.
