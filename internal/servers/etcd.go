@@ -10,12 +10,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 )
 
 // Etcd is one etcd member of the cluster named Token, whose members are
 // Cluster ("name=http://host:peerport", comma-separated). It runs without
-// fsync: the tests' servers keep nothing that matters, and a SIGKILL loses
-// nothing the kernel was given.
+// fsync where it can (3.4+): the tests' servers keep nothing that matters,
+// and a SIGKILL loses nothing the kernel was given.
 type Etcd struct {
 	Name    string
 	Dir     string // data/ goes here
@@ -42,13 +43,32 @@ func (e Etcd) Cmd() (*exec.Cmd, error) {
 	cmd := exec.Command(bin, "--name", e.Name, "--data-dir", data,
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", e.Cluster, "--initial-cluster-token", e.Token, "--initial-cluster-state", state,
-		"--unsafe-no-fsync", "--logger=zap", "--log-outputs=stderr")
+		"--initial-cluster", e.Cluster, "--initial-cluster-token", e.Token, "--initial-cluster-state", state)
+	cmd.Args = append(cmd.Args, etcdOptional(bin)...)
 	cmd.Dir = e.Dir
 	if runtime.GOARCH == "arm64" { // etcd 3.4 refuses to run on arm64 unless told
 		cmd.Env = append(os.Environ(), "ETCD_UNSUPPORTED_ARCH=arm64")
 	}
 	return cmd, nil
+}
+
+// etcdOptional are the settings not every etcd has (3.4+): no fsync, and
+// its log on stderr. Each is tried once with --version: an etcd that does
+// not know a flag refuses it (3.4's --help does not list all it knows).
+func etcdOptional(bin string) []string {
+	etcdHelp.Do(func() {
+		for _, flags := range [][]string{{"--unsafe-no-fsync"}, {"--logger=zap", "--log-outputs=stderr"}} {
+			if exec.Command(bin, append(flags, "--version")...).Run() == nil {
+				etcdHelp.args = append(etcdHelp.args, flags...)
+			}
+		}
+	})
+	return etcdHelp.args
+}
+
+var etcdHelp struct {
+	sync.Once
+	args []string
 }
 
 // Data is the member's data directory.

@@ -21,7 +21,8 @@ type MariaDB struct {
 	Extra []string // more settings, e.g. --skip-grant-tables
 }
 
-// mariadbUser is the OS user mariadbd runs as: ours (as root only when told so).
+// mariadbUser is the OS user mariadbd runs as: ours. (mariadbd runs as root
+// only when told so by --user=root.)
 func mariadbUser() string {
 	if os.Geteuid() == 0 {
 		return "root"

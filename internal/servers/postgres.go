@@ -142,10 +142,15 @@ func PostgresAnswers(url string) Check {
 	}
 }
 
+// SocketDSN logs in as the superuser through the Unix socket (trust).
+func (p Postgres) SocketDSN() string {
+	return fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", p.SockDir, p.Port)
+}
+
 // Bootstrap makes (or mends) the login role name with password and its
 // database name, as the superuser through the Unix socket.
 func (p Postgres) Bootstrap(ctx context.Context, name, password string) error {
-	c, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", p.SockDir, p.Port))
+	c, err := pgx.Connect(ctx, p.SocketDSN())
 	if err != nil {
 		return err
 	}

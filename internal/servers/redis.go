@@ -21,12 +21,17 @@ type Redis struct {
 }
 
 // RedisClusterNode are the settings of a Redis Cluster master whose cluster
-// bus listens on busPort: its identity and slots are kept in nodes.conf in
-// its Dir, so restarted after a kill it rejoins with its slots, empty; a
+// bus listens on busPort (0: Redis's default, its port + 10000; another
+// needs Redis 7): its identity and slots are kept in nodes.conf in its
+// Dir, so restarted after a kill it rejoins with its slots, empty; a
 // master that is down leaves the others serving theirs.
 func RedisClusterNode(busPort int) []string {
-	return []string{"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(busPort),
-		"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "no"}
+	args := []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		"--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "no"}
+	if busPort != 0 {
+		args = append(args, "--cluster-port", strconv.Itoa(busPort))
+	}
+	return args
 }
 
 // Cmd is the command that runs the server in the foreground.

@@ -61,7 +61,7 @@ func look(program, pkg string) (string, error) {
 	return p, nil
 }
 
-// writeFiles writes each name → content, creating dirs as needed.
+// writeFiles writes each name → content (their directories exist).
 func writeFiles(files map[string]string) error {
 	var errs []error
 	for name, content := range files {

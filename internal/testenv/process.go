@@ -140,7 +140,8 @@ func (e ensemble) Restart() {
 }
 
 // freePort returns a loopback port that was free a moment ago, below the
-// ephemeral range (and above the ports of scripts/backends): a server
+// ephemeral range (and above the ports of scripts/backends, but for its
+// Redis Cluster's bus ports, 27001–27003, taken and so passed over): a server
 // killed and started again on it must not find it taken meanwhile by some
 // client's outgoing connection, as an etcd member's once was. It never
 // returns a port twice: an ensemble's members, asked for their ports

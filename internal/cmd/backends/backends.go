@@ -38,6 +38,7 @@ type backend struct {
 	// backend someone else serves.
 	ready func(ctx context.Context) error
 	noun  string // "masters answer": a status line of several servers counts them
+	err   error  // why it cannot be started here
 }
 
 func (e *env) backends(names []string) []*backend {
@@ -87,7 +88,7 @@ func (e *env) redisCluster() *backend {
 	b := &backend{name: "redis-cluster", addr: fmt.Sprintf("127.0.0.1:%d-%d", ps[0], ps[len(ps)-1]), noun: "masters in a cluster with state ok"}
 	var addrs []string
 	for _, p := range ps {
-		s, r := e.redisServer(p, servers.RedisClusterNode(p+10000)...)
+		s, r := e.redisServer(p, servers.RedisClusterNode(0)...) // its bus on port+10000
 		s.started, s.answers = r.Answers, servers.RedisClusterOK(servers.Addr(p), len(ps))
 		b.servers, addrs = append(b.servers, s), append(addrs, servers.Addr(p))
 	}

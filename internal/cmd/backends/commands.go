@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/locker-go/locker/internal/servers"
 )
 
 // up starts every server not answering yet, all before waiting for any, so
@@ -18,15 +20,16 @@ func (e *env) up(bs []*backend) error {
 	if err := ensurePackages(bs); err != nil {
 		return err
 	}
-	ctx, cancel := e.within()
-	defer cancel()
 	exited := map[*server]<-chan struct{}{}
 	for _, b := range bs {
+		if b.err != nil {
+			return fmt.Errorf("%s: %w", b.name, b.err)
+		}
 		for _, s := range b.servers {
 			if err := os.MkdirAll(filepath.Dir(s.log), 0o755); err != nil {
 				return err
 			}
-			ch, err := s.start(ctx)
+			ch, err := s.start()
 			if err != nil {
 				return err
 			}
@@ -34,7 +37,7 @@ func (e *env) up(bs []*backend) error {
 		}
 	}
 	for _, b := range bs {
-		if err := b.await(ctx, exited); err != nil {
+		if err := b.await(e, exited); err != nil {
 			return err
 		}
 	}
@@ -44,26 +47,38 @@ func (e *env) up(bs []*backend) error {
 }
 
 // await waits until b's servers answer as started, makes b ready, and waits
-// until they serve the tests.
-func (b *backend) await(ctx context.Context, exited map[*server]<-chan struct{}) error {
+// until they serve the tests: each step within e's time for one server.
+func (b *backend) await(e *env, exited map[*server]<-chan struct{}) error {
+	within := func(f func(ctx context.Context) error) error {
+		ctx, cancel := e.within()
+		defer cancel()
+		return f(ctx)
+	}
 	for _, s := range b.servers {
-		if s.started != nil && s.answers(ctx) != nil {
-			if err := s.await(ctx, s.started, exited[s]); err != nil {
+		if s.started != nil && probe(s.answers) != nil {
+			if err := within(func(ctx context.Context) error { return s.await(ctx, s.started, exited[s]) }); err != nil {
 				return err
 			}
 		}
 	}
 	if b.ready != nil {
-		if err := b.ready(ctx); err != nil {
+		if err := within(b.ready); err != nil {
 			return fmt.Errorf("%s: %w", b.name, err)
 		}
 	}
 	for _, s := range b.servers {
-		if err := s.await(ctx, s.answers, exited[s]); err != nil {
+		if err := within(func(ctx context.Context) error { return s.await(ctx, s.answers, exited[s]) }); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// probe runs check once, within the 2 s a server that answers needs.
+func probe(check servers.Check) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return check(ctx)
 }
 
 // down stops the servers this command started; one that still answers was
@@ -75,10 +90,8 @@ func (e *env) down(bs []*backend) error {
 			errs = append(errs, s.stop(e.timeout))
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	for _, b := range bs {
-		if up, _ := b.up(ctx); up {
+		if up, _ := b.up(); up {
 			logf("%s still answers: not started by scripts/backends (docker compose?); left alone", b.name)
 		}
 	}
@@ -87,11 +100,9 @@ func (e *env) down(bs []*backend) error {
 
 // status prints a line per backend and reports whether all answer.
 func (e *env) status(bs []*backend) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	ok := true
 	for _, b := range bs {
-		up, detail := b.up(ctx)
+		up, detail := b.up()
 		state := "up"
 		if !up {
 			state, ok = "down", false
@@ -102,10 +113,10 @@ func (e *env) status(bs []*backend) bool {
 }
 
 // up reports whether every server of b answers, and a detail for status.
-func (b *backend) up(ctx context.Context) (bool, string) {
+func (b *backend) up() (bool, string) {
 	var down []string
 	for _, s := range b.servers {
-		if s.answers(ctx) != nil {
+		if probe(s.answers) != nil {
 			down = append(down, s.label[strings.LastIndexByte(s.label, ':')+1:])
 		}
 	}

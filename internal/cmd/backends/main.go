@@ -5,9 +5,11 @@
 //	scripts/backends up|down|status|restart [backend...]
 //
 // Missing Debian packages are installed with apt-get. Each server's state
-// (data, log, pid file) lives under .backends/ in the repository root
-// (LOCKER_BACKENDS_DIR overrides). Nothing that matters is kept: Redis keeps
-// nothing, the others run without fsync; delete .backends/ to start empty.
+// (data, log, pid file) lives under LOCKER_BACKENDS_DIR (scripts/backends:
+// .backends/ in the repository root; else .backends/ here). Nothing that
+// matters is kept: Redis keeps nothing, the others run without fsync;
+// delete the directory to start empty servers. LOCKER_BACKENDS_TIMEOUT
+// bounds each server's start (90 s).
 //
 // up is idempotent: a server that already answers on its port is left alone,
 // whoever started it. down stops only the servers this command started, by

@@ -71,8 +71,8 @@ func alive(pid int, title []string) bool {
 // this command; ^C on the caller's terminal does not reach it), unless it
 // answers or is starting already. It returns a channel closed when the
 // process it started exits, or nil.
-func (s *server) start(ctx context.Context) (<-chan struct{}, error) {
-	if s.answers(ctx) == nil {
+func (s *server) start() (<-chan struct{}, error) {
+	if probe(s.answers) == nil {
 		return nil, nil
 	}
 	if _, ok := s.pid(); ok {
@@ -103,6 +103,7 @@ func (s *server) start(ctx context.Context) (<-chan struct{}, error) {
 	go func() { _ = cmd.Wait(); close(exited) }()
 	if !s.ownPid {
 		if err := os.WriteFile(s.pidFile, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
+			_ = cmd.Process.Kill() // a server down could not stop
 			return nil, err
 		}
 	}

@@ -27,7 +27,7 @@ func sleeper(t *testing.T, script string) *server {
 
 func TestServerStartsDetachedAndStops(t *testing.T) {
 	s := sleeper(t, "while :; do sleep 0.1; done")
-	exited, err := s.start(context.Background())
+	exited, err := s.start()
 	if err != nil || exited == nil {
 		t.Fatalf("start: %v (exited %v)", err, exited)
 	}
@@ -41,7 +41,7 @@ func TestServerStartsDetachedAndStops(t *testing.T) {
 	if sid, err := unix.Getsid(pid); err != nil || sid != pid {
 		t.Errorf("server's session %d (%v), want its own (%d): ^C on our terminal would reach it", sid, err, pid)
 	}
-	if _, err := s.start(context.Background()); err != nil {
+	if _, err := s.start(); err != nil {
 		t.Fatal(err)
 	}
 	if again, _ := s.pid(); again != pid {
@@ -73,13 +73,13 @@ func TestServerStopsOnlyItsOwn(t *testing.T) {
 
 func TestServerExitingFailsWithItsLog(t *testing.T) {
 	s := sleeper(t, "echo first start; exit 1")
-	exited, err := s.start(context.Background())
+	exited, err := s.start()
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-exited
 	s.prepare = func() (*exec.Cmd, error) { return exec.Command("sh", "-c", "echo boom; exit 1"), nil }
-	exited, err = s.start(context.Background())
+	exited, err = s.start()
 	if err != nil {
 		t.Fatal(err)
 	}

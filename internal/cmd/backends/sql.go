@@ -15,7 +15,7 @@ import (
 
 // postgres: its own cluster, the tests' login made through its socket.
 func (e *env) postgres() *backend {
-	dir := e.postgresDir()
+	dir, err := e.postgresDir()
 	sock := filepath.Join(dir, "run")
 	if len(sock) > 90 { // a Unix socket's path is limited to ~107 bytes
 		sock = fmt.Sprintf("/tmp/locker-pg-%d", crc32.ChecksumIEEE([]byte(dir)))
@@ -32,37 +32,38 @@ func (e *env) postgres() *backend {
 			return p.Cmd()
 		},
 		answers: servers.PostgresAnswers(url),
-		started: servers.PostgresAnswers(fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", sock, postgresPort)),
+		started: servers.PostgresAnswers(p.SocketDSN()),
 	}
 	ready := func(ctx context.Context) error {
-		if s.answers(ctx) == nil {
+		if probe(s.answers) == nil {
 			return nil
 		}
 		return p.Bootstrap(ctx, login, login)
 	}
-	return &backend{name: "postgres", addr: servers.Addr(postgresPort), servers: []*server{s}, ready: ready}
+	return &backend{name: "postgres", addr: servers.Addr(postgresPort), servers: []*server{s}, ready: ready, err: err}
 }
 
 // postgresDir is where the cluster lives: under the state directory, unless
 // the postgres OS user (as which it runs when we are root) cannot reach
 // that, as under a private home; then under /var/tmp, linked from there.
-func (e *env) postgresDir() string {
+func (e *env) postgresDir() (string, error) {
 	dir := filepath.Join(e.state, "postgres")
 	fi, err := os.Lstat(dir)
 	linked := err == nil && fi.Mode()&os.ModeSymlink != 0
 	if os.Geteuid() == 0 && !linked && !enterable(e.state) {
 		alt := fmt.Sprintf("/var/tmp/locker-backends-%d/postgres", crc32.ChecksumIEEE([]byte(e.state)))
-		_ = os.Remove(dir) // an empty one an earlier try left
-		if err := errors.Join(os.MkdirAll(alt, 0o700), os.Chmod(filepath.Dir(alt), 0o755), os.Symlink(alt, dir)); err != nil {
-			logf("the postgres OS user cannot reach %s, nor could its state move to %s: %v", e.state, alt, err)
-		} else {
-			logf("the postgres OS user cannot reach %s; postgres's state lives in %s", e.state, alt)
+		if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) { // an empty one an earlier try left
+			return "", fmt.Errorf("the postgres OS user cannot reach %s: move it away (or make its parents searchable by others): %w", dir, err)
 		}
+		if err := errors.Join(os.MkdirAll(alt, 0o700), os.Chmod(filepath.Dir(alt), 0o755), os.Symlink(alt, dir)); err != nil {
+			return "", fmt.Errorf("the postgres OS user cannot reach %s, nor could its state move to %s: %w", e.state, alt, err)
+		}
+		logf("the postgres OS user cannot reach %s; postgres's state lives in %s", e.state, alt)
 	}
 	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		return real
+		return real, nil
 	}
-	return dir
+	return dir, nil
 }
 
 // enterable: every directory on dir's path lets others through.
@@ -99,8 +100,11 @@ func (e *env) mysql() *backend {
 		started: func(ctx context.Context) error { return m.Bootstrap(ctx, "SELECT 1") },
 	}
 	ready := func(ctx context.Context) error {
-		if answers(ctx) == nil && nolane(ctx) == nil {
+		switch _, ours := s.pid(); {
+		case probe(answers) == nil && probe(nolane) == nil:
 			return nil
+		case !ours:
+			return fmt.Errorf("the server on %s is not ours, and its users %s and locker_nolane (password nolane-pw, no procedures) do not both log in", servers.Addr(mysqlPort), login)
 		}
 		return m.Bootstrap(ctx,
 			"CREATE DATABASE IF NOT EXISTS "+login,
