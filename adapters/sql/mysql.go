@@ -264,9 +264,8 @@ func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Requ
 				d.gates.watch(r.Key, r.TTL)
 			}
 			return driver.Grant{Retry: time.Duration(s.left) * time.Millisecond}, nil
-		case s.left > 0: // ours: re-entered, gaining the hold id unless this call has it
-			more, next := d.reentry(r, s.ids)
-			if ok, err := affected(d.db.ExecContext(ctx, m.reenter, more, next, ttl, r.Key, s.fence, s.ids)); err != nil || ok {
+		case s.left > 0: // ours: re-entered
+			if ok, err := m.reenterRow(ctx, d, r, s, ttl); err != nil || ok {
 				return grant(s.fence, true, err)
 			}
 		default: // expired: delete it, then insert anew
@@ -277,16 +276,20 @@ func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Requ
 	}
 }
 
-// reentry is the ids of a row that r's owner holds, once r re-enters it:
-// more if r's hold id was not among them. If it was (a retry of this call
-// after a lost reply, or a hand-off to it not handed over yet), the
-// hold is the call's grant (foundOwn).
-func (d *sqlDriver) reentry(r *driver.Request, ids string) (more bool, next string) {
-	if strings.Contains(ids, " "+r.ID+" ") {
-		d.handoffs.foundOwn(r.ID)
-		return false, ids
+// reenterRow re-enters the row s of r's owner, gaining r's hold id unless
+// it has it: a retry of this call after a lost reply, or a hand-off to it
+// not handed over yet, whose hold is the call's grant then (foundOwn). ok
+// if the row was as s says.
+func (m *myStatements) reenterRow(ctx context.Context, d *sqlDriver, r *driver.Request, s keyState, ttl int64) (bool, error) {
+	more, next := !strings.Contains(s.ids, " "+r.ID+" "), s.ids
+	if more {
+		next += r.ID + " "
 	}
-	return true, ids + r.ID + " "
+	ok, err := affected(d.db.ExecContext(ctx, m.reenter, more, next, ttl, r.Key, s.fence, s.ids))
+	if ok && !more {
+		d.handoffs.foundOwn(r.ID)
+	}
+	return ok, err
 }
 
 // claim inserts r's row unless a waiter is ahead, and fences it: fenced
