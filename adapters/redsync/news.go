@@ -29,10 +29,9 @@ type news struct {
 }
 
 type keyNews struct {
-	released      []release // recent releases, newest last
-	releasedFence uint64    // largest fence released
-	releasedAt    time.Time // when a copy of a release was last heard
-	next          waiter    // the first waiter, as the last release said
+	released   []release // recent releases, newest last
+	releasedAt time.Time // when a copy of a release was last heard
+	next       waiter    // the first waiter, as the last release said
 }
 
 // waiter is the first waiting mark of a key, as a release names it: a
@@ -105,10 +104,7 @@ func (n *news) heard(key, payload string) (wake bool, first string) {
 	id, rest, _ := strings.Cut(payload, " ")
 	f := strings.Fields(rest)
 	if len(f) > 0 {
-		if fence, err := strconv.ParseUint(f[0], 10, 64); err == nil {
-			k.releasedFence = max(k.releasedFence, fence) // from every copy: masters may lag
-		}
-		f = f[1:]
+		f = f[1:] // the fence released
 	}
 	k.releasedAt = time.Now()
 	next := parseWaiter(f)
