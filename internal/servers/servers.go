@@ -32,13 +32,19 @@ func Port(addr string) int {
 // A Check tells whether a server answers: nil when it does.
 type Check func(ctx context.Context) error
 
-// Await runs check every interval until it passes, exited is closed (the
+// Probe runs check once, within the 2 s a server that answers needs (and
+// within ctx).
+func Probe(ctx context.Context, check Check) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return check(ctx)
+}
+
+// Await runs check (a Probe) every interval until it passes, exited is closed (the
 // server's process has ended: it never will), or ctx ends. exited may be nil.
 func Await(ctx context.Context, check Check, exited <-chan struct{}, interval time.Duration) error {
 	for {
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := check(cctx)
-		cancel()
+		err := Probe(ctx, check)
 		if err == nil {
 			return nil
 		}

@@ -74,12 +74,8 @@ func (b *backend) await(e *env, exited map[*server]<-chan struct{}) error {
 	return nil
 }
 
-// probe runs check once, within the 2 s a server that answers needs.
-func probe(check servers.Check) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	return check(ctx)
-}
+// probe is servers.Probe of check, on its own.
+func probe(check servers.Check) error { return servers.Probe(context.Background(), check) }
 
 // down stops the servers this command started; one that still answers was
 // started by someone else (docker compose?) and is left alone.
