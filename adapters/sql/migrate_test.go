@@ -44,3 +44,58 @@ func TestOpenBesideReaders(t *testing.T) {
 	}
 	_ = l.Close()
 }
+
+// Lockers opening at once on MySQL tables made by an earlier version all
+// open: MySQL's DDL does not wait for the transaction that looked for a
+// missing column, so two of them could both add it, and the second was
+// refused (1060, duplicate column name: CI saw it as a List's
+// ErrUnavailable when two tests first used the Subtree space at once).
+func TestMySQLOpensAtOnceOnOldTables(t *testing.T) {
+	t.Parallel()
+	raw := testenv.URL(t, "LOCKER_TEST_MYSQL").String() + "?table=open_race"
+	first, err := Open(t.Context(), raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := driverOf(first).db
+	for _, alter := range []string{
+		"ALTER TABLE open_race_queue DROP COLUMN mode, DROP COLUMN lim",
+		"ALTER TABLE open_race_hold DROP COLUMN lim",
+	} {
+		if _, err := db.ExecContext(t.Context(), alter); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = first.Close()
+	const n = 8
+	start, errs := make(chan struct{}), make(chan error, n)
+	for range n {
+		go func() {
+			<-start
+			l, err := Open(t.Context(), raw)
+			if err == nil {
+				err = l.Close()
+			}
+			errs <- err
+		}()
+	}
+	close(start)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("Open beside %d others on old tables: %v", n-1, err)
+		}
+	}
+	l, err := Open(t.Context(), raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var cols int
+	if err := driverOf(l).db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM information_schema.columns "+
+		"WHERE table_schema = DATABASE() AND table_name IN ('open_race_queue', 'open_race_hold') AND column_name IN ('mode', 'lim')").Scan(&cols); err != nil {
+		t.Fatal(err)
+	}
+	if cols != 4 { // the queue's mode and lim, the holders' mode and lim
+		t.Fatalf("%d of the 4 mode and lim columns after the Opens", cols)
+	}
+}

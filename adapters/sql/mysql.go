@@ -155,6 +155,7 @@ const mySchema = "CREATE TABLE IF NOT EXISTS {t} (\n" +
 	"	seq BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,\n" +
 	"	expires_at BIGINT NOT NULL,\n" +
 	"	lim INT NOT NULL DEFAULT 0,\n" +
+	"	mode TINYINT NOT NULL DEFAULT 0,\n" +
 	"	PRIMARY KEY (`key`, token),\n" +
 	"	KEY (seq)\n" +
 	") ENGINE=InnoDB;\n" +
@@ -173,7 +174,10 @@ const mySchema = "CREATE TABLE IF NOT EXISTS {t} (\n" +
 // myModeColumns gives tables made by an earlier version the columns they
 // lack (MySQL has no ADD COLUMN IF NOT EXISTS): a queue made before lock
 // modes its mode column (its waiters are Exclusive); the holders and the
-// queue made before limits lim (0: none is Limited).
+// queue made before limits lim (0: none is Limited). DDL does not wait for
+// the transaction, so two Lockers opening at once may both find a column
+// missing: the one whose ALTER comes second is told the column exists
+// (1060), which is what it wanted.
 func myModeColumns(ctx context.Context, tx *dbsql.Tx, table string, fill func(string) string) error {
 	for _, c := range []struct{ table, column, add string }{
 		{table + "_queue", "mode", "ALTER TABLE {q} ADD COLUMN mode TINYINT NOT NULL DEFAULT 0"},
@@ -186,7 +190,8 @@ func myModeColumns(ctx context.Context, tx *dbsql.Tx, table string, fill func(st
 		if err == nil && n == 0 {
 			_, err = tx.ExecContext(ctx, fill(c.add))
 		}
-		if err != nil {
+		var my *mysql.MySQLError
+		if err != nil && !(errors.As(err, &my) && my.Number == 1060) { // 1060: added meanwhile by another
 			return err
 		}
 	}
