@@ -45,12 +45,13 @@ func TestOpenBesideReaders(t *testing.T) {
 	_ = l.Close()
 }
 
-// Lockers opening at once on MySQL tables made by an earlier version all
-// open: MySQL's DDL does not wait for the transaction that looked for a
-// missing column, so two of them could both add it, and the second was
-// refused (1060, duplicate column name: CI saw it as a List's
-// ErrUnavailable when two tests first used the Subtree space at once).
-func TestMySQLOpensAtOnceOnOldTables(t *testing.T) {
+// Lockers opening at once on MySQL all open, on tables that do not exist
+// yet and on tables made by an earlier version: MySQL's DDL does not wait
+// for the transaction that looked for a missing column, so two of them
+// could both add it, and the second was refused (1060, duplicate column
+// name; CI saw it as a List's ErrUnavailable when two tests first used
+// the Subtree space at once, whose new queue table lacked mode).
+func TestMySQLOpensAtOnce(t *testing.T) {
 	t.Parallel()
 	raw := testenv.URL(t, "LOCKER_TEST_MYSQL").String() + "?table=open_race"
 	first, err := Open(t.Context(), raw)
@@ -58,15 +59,32 @@ func TestMySQLOpensAtOnceOnOldTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := driverOf(first).db
-	for _, alter := range []string{
-		"ALTER TABLE open_race_queue DROP COLUMN mode, DROP COLUMN lim",
-		"ALTER TABLE open_race_hold DROP COLUMN lim",
-	} {
-		if _, err := db.ExecContext(t.Context(), alter); err != nil {
-			t.Fatal(err)
+	t.Cleanup(func() { _ = first.Close() })
+	alter := func(stmts ...string) {
+		t.Helper()
+		for _, s := range stmts {
+			if _, err := db.ExecContext(t.Context(), s); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	_ = first.Close()
+	alter("DROP TABLE open_race, open_race_fence, open_race_queue, open_race_hold")
+	openAtOnce(t, raw, "on new tables")
+	alter("ALTER TABLE open_race_queue DROP COLUMN mode, DROP COLUMN lim", "ALTER TABLE open_race_hold DROP COLUMN lim")
+	openAtOnce(t, raw, "on old tables")
+	var cols int
+	if err := db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM information_schema.columns "+
+		"WHERE table_schema = DATABASE() AND table_name IN ('open_race_queue', 'open_race_hold') AND column_name IN ('mode', 'lim')").Scan(&cols); err != nil {
+		t.Fatal(err)
+	}
+	if cols != 4 { // the queue's mode and lim, the holders' mode and lim
+		t.Fatalf("%d of the 4 mode and lim columns after the Opens", cols)
+	}
+}
+
+// openAtOnce opens 8 Lockers on raw at once, and fails t unless each opens.
+func openAtOnce(t *testing.T, raw, what string) {
+	t.Helper()
 	const n = 8
 	start, errs := make(chan struct{}), make(chan error, n)
 	for range n {
@@ -82,20 +100,7 @@ func TestMySQLOpensAtOnceOnOldTables(t *testing.T) {
 	close(start)
 	for range n {
 		if err := <-errs; err != nil {
-			t.Errorf("Open beside %d others on old tables: %v", n-1, err)
+			t.Errorf("Open beside %d others %s: %v", n-1, what, err)
 		}
-	}
-	l, err := Open(t.Context(), raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	var cols int
-	if err := driverOf(l).db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM information_schema.columns "+
-		"WHERE table_schema = DATABASE() AND table_name IN ('open_race_queue', 'open_race_hold') AND column_name IN ('mode', 'lim')").Scan(&cols); err != nil {
-		t.Fatal(err)
-	}
-	if cols != 4 { // the queue's mode and lim, the holders' mode and lim
-		t.Fatalf("%d of the 4 mode and lim columns after the Opens", cols)
 	}
 }
