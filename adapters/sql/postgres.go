@@ -374,11 +374,13 @@ func (ls *listener) listen() error {
 	ls.dropped = false
 	ls.mu.Unlock()
 	if again {
+		// Releases while no connection listened were not heard: every
+		// waiter looks again. (On the first connection none has looked
+		// yet, each Subscribe having waited for up: a wake then would be
+		// spurious, a round trip for each waiter.)
 		ls.Info("locker/sql: the LISTEN connection is up again; waiters look again")
+		ls.hub.NotifyAll()
 	}
-	// Releases while no connection listened were not heard: every waiter
-	// tries again.
-	ls.hub.NotifyAll()
 	for {
 		n, err := conn.WaitForNotification(ls.ctx)
 		if err != nil {
