@@ -130,7 +130,7 @@ func TestRenewalsAreBatched(t *testing.T) {
 	d := &batchDriver{}
 	lk := New(d)
 	defer lk.Close()
-	leases := lockMany(t, lk, 300, 150*time.Millisecond)
+	leases := lockMany(t, lk, 300, 400*time.Millisecond)
 	until(t, 10*time.Second, "every lease renewed 3 times", func() bool { return renewedAll(leases, 3) })
 	for _, l := range leases {
 		if l.Err() != nil {
@@ -156,7 +156,7 @@ func TestBatchUnwrapsReenteredHolds(t *testing.T) {
 	defer lk.Close()
 	var leases []Lease
 	for i := range 20 {
-		l, err := lk.Lock(context.Background(), fmt.Sprintf("k%d", i), WithTTL(150*time.Millisecond), WithOwner("me"))
+		l, err := lk.Lock(context.Background(), fmt.Sprintf("k%d", i), WithTTL(400*time.Millisecond), WithOwner("me"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +190,7 @@ func TestBatchDeclinesAndLosses(t *testing.T) {
 	}}
 	lk := New(d)
 	defer lk.Close()
-	leases := lockMany(t, lk, 5, 150*time.Millisecond)
+	leases := lockMany(t, lk, 5, 400*time.Millisecond)
 	select {
 	case <-leases[1].Done():
 	case <-time.After(5 * time.Second):
@@ -246,7 +246,7 @@ func TestHungBatchEndsLeasesByTheirDeadline(t *testing.T) {
 func TestBatchingAndUnlockRace(t *testing.T) {
 	d := &batchDriver{}
 	lk := New(d)
-	leases := lockMany(t, lk, 100, 60*time.Millisecond)
+	leases := lockMany(t, lk, 100, 300*time.Millisecond)
 	until(t, 10*time.Second, "every lease renewed once", func() bool { return renewedAll(leases, 1) })
 	var wg sync.WaitGroup
 	for _, l := range leases[:50] {

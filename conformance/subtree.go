@@ -121,13 +121,18 @@ func checkSubtreeHandoff(e *env) error {
 	if err != nil {
 		return err
 	}
-	got := make(chan error, 1)
+	type acquired struct {
+		at  time.Time // as Lock returned, before the Unlock
+		err error
+	}
+	got := make(chan acquired, 1)
 	go func() {
 		lease, err := b.Lock(e.ctx, e.tree("a/b/c"), locker.Subtree())
+		at := time.Now()
 		if err == nil {
 			err = lease.Unlock(e.ctx)
 		}
-		got <- err
+		got <- acquired{at, err}
 	}()
 	time.Sleep(200 * time.Millisecond) // the waiter begins to wait; if not yet, the check is weaker, never wrong
 	released := time.Now()
@@ -135,11 +140,11 @@ func checkSubtreeHandoff(e *env) error {
 		return err
 	}
 	select {
-	case err := <-got:
-		if d := time.Since(released); d > handoffWithin {
+	case a := <-got:
+		if d := a.at.Sub(released); d > handoffWithin {
 			e.errorf("handoff to a waiter below took %v: is it polling?", d)
 		}
-		return err
+		return a.err
 	case <-time.After(10 * time.Second):
 		return errors.New("the waiter below did not get its path within 10s of Unlock (TTL 1m)")
 	}

@@ -209,7 +209,9 @@ func testLimitMismatch(t *testing.T, l, other locker.Locker) {
 				_ = lease.Unlock(ctx)
 			}
 		}
-		if took := time.Since(start); took > time.Second {
+		// Not retried as if transient (that took 5 s): at once, but four
+		// dialects refuse in parallel on a loaded machine.
+		if took := time.Since(start); took > 2*time.Second {
 			t.Errorf("%s: refused after %v; want at once", what, took)
 		}
 		if n := places(t, l, key); n != 0 {

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/testenv"
 )
 
 // SQLite's allocator keeps its pages (keepPages): shared locks and their
@@ -27,6 +28,9 @@ func TestSQLiteKeepsItsPages(t *testing.T) {
 		}
 		os.Stdout.WriteString("faults " + strconv.FormatInt(sharedRunFaults(t, 300), 10) + "\n")
 		return
+	}
+	if testenv.Race {
+		t.Skip("under -race the detector's own page faults blur the count (a loaded CI run: 6.0k kept against 8.9k off); scripts/test runs it without the detector")
 	}
 	run := func(mode string) int64 {
 		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestSQLiteKeepsItsPages$", "-test.count=1")

@@ -211,7 +211,7 @@ func TestRunVerboseLogsTheLoss(t *testing.T) {
 	t.Parallel()
 	env := testEnv(t)
 	key := uniqueKey(t)
-	h := holder(t, env, key, "-v", "--ttl", "1s")
+	h := holder(t, env, key, "-v", "--ttl", "3s")
 	cli(t, env, "unlock", "--force", key).want(t, 0, "unlock --force")
 	if code := h.exit(t); code != exitLeaseLost {
 		t.Fatalf("holder: exit %d, want %d", code, exitLeaseLost)

@@ -112,7 +112,7 @@ func TestRunLeaseLostStopsCommand(t *testing.T) {
 	t.Parallel()
 	env := testEnv(t)
 	key := uniqueKey(t)
-	p := start(t, env, "run", "--ttl", "1s", key, "--", "sh", "-c",
+	p := start(t, env, "run", "--ttl", "3s", key, "--", "sh", "-c",
 		`trap 'echo got SIGTERM; exit 3' TERM; echo ready; while :; do sleep 0.05; done`)
 	if l := p.line(t); l != "ready" {
 		t.Fatalf("child printed %q", l)
@@ -134,7 +134,7 @@ func TestRunLeaseLostKillsAfterGrace(t *testing.T) {
 	t.Parallel()
 	env := testEnv(t)
 	key := uniqueKey(t)
-	p := start(t, env, "run", "--ttl", "1s", "--grace", "300ms", key, "--", "sh", "-c",
+	p := start(t, env, "run", "--ttl", "3s", "--grace", "300ms", key, "--", "sh", "-c",
 		`trap '' TERM; echo ready; while :; do sleep 0.05; done`)
 	if l := p.line(t); l != "ready" {
 		t.Fatalf("child printed %q", l)

@@ -57,7 +57,7 @@ func TestRunSubtree(t *testing.T) {
 	t.Parallel()
 	env := testEnv(t)
 	key := strings.ReplaceAll(uniqueKey(t), "/", ":")
-	h := holder(t, env, key+"/a", "--subtree", "--ttl", "1s")
+	h := holder(t, env, key+"/a", "--subtree", "--ttl", "3s")
 	cli(t, env, "run", "--try", "--subtree", key+"/a/b", "--", "true").want(t, exitTempFail, "a path below a held subtree")
 	cli(t, env, "run", "--try", "--subtree", key+"/ab", "--", "true").want(t, 0, "a sibling path sharing a prefix")
 	cli(t, env, "run", "--try", key+"/a", "--", "true").want(t, 0, "the plain key of the same name")
