@@ -3,7 +3,6 @@ package etcd
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
@@ -70,7 +69,7 @@ func (d *etcdDriver) attempt(ctx context.Context, r *driver.Request) (driver.Gra
 		return driver.Grant{}, d.fail(ctx, r.Key, err)
 	}
 	q := d.queue(r.Space, r.Key)
-	en := &entry{d: d, r: r, name: q + rand.Text(), lease: el}
+	en := &entry{d: d, r: r, name: d.names.take(q), lease: el}
 	r.State = en
 	put := clientv3.OpPut(en.name, en.record().encode(), clientv3.WithLease(el.id))
 	// A Lock queues at once, in every mode: readers that came together
@@ -88,9 +87,12 @@ func (d *etcdDriver) attempt(ctx context.Context, r *driver.Request) (driver.Gra
 	if r.Mode != driver.Exclusive {
 		before = clientv3.OpGet(q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	}
-	resp, err := en.txn(ctx, nil, []clientv3.Op{before, put, d.getFloor(r.Space, r.Key)})
+	resp, err := en.txn(ctx, []clientv3.Cmp{en.unused()}, []clientv3.Op{before, put, d.getFloor(r.Space, r.Key)})
 	if err != nil {
 		return driver.Grant{}, err
+	}
+	if !resp.Succeeded { // the name is not free after all (names.go): another
+		return driver.Grant{}, errRequeue
 	}
 	mine := resp.Header.Revision
 	en.granted(floorIn(resp, 2))
@@ -226,7 +228,7 @@ func (en *entry) tryFirst(ctx context.Context, q string, put clientv3.Op, start 
 	if r.Mode != driver.Exclusive && waitFor(entries, r) == nil {
 		// Admitted behind every entry: in, unless one came since the read.
 		since := clientv3.Compare(clientv3.CreateRevision(q), "<", resp.Header.Revision+1).WithPrefix()
-		put, err := en.txn(ctx, []clientv3.Cmp{since}, []clientv3.Op{put, en.d.getFloor(r.Space, r.Key)})
+		put, err := en.txn(ctx, []clientv3.Cmp{since, en.unused()}, []clientv3.Op{put, en.d.getFloor(r.Space, r.Key)})
 		switch {
 		case err != nil:
 			return driver.Grant{}, true, err
@@ -316,6 +318,12 @@ func (d *etcdDriver) reenter(ctx context.Context, r *driver.Request, kv *mvccpb.
 	}
 	en.offset, en.recorded = rec.Offset, rec.Offset // the fence it was granted
 	return en.take(ctx, kv.CreateRevision, cmp.Or(rec.Fence, kv.CreateRevision), start)
+}
+
+// unused is the condition of a txn that creates en's entry: no entry has
+// its name (names.go), so a live one is never overwritten.
+func (en *entry) unused() clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(en.name), "=", 0)
 }
 
 // discard drops a dedicated lease granted for an entry that was not created.

@@ -3,10 +3,8 @@ package etcd
 import (
 	"cmp"
 	"context"
-	"slices"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -126,23 +124,28 @@ func (d *etcdDriver) ForceUnlock(ctx context.Context, space driver.Space, key st
 			return err
 		}
 		entries := kvs(resp, 0)
-		var del []clientv3.Op
+		var (
+			same []clientv3.Cmp
+			del  []clientv3.Op
+		)
 		for i, ok := range granted(entries) {
 			if ok && !modeOf(entries[i]).Intent() {
-				// Entry names are random, never reused: deleting by name is safe.
-				del = append(del, clientv3.OpDelete(string(entries[i].Key)))
+				// Each as read: a name its Locker used again since is another entry.
+				name := string(entries[i].Key)
+				same = append(same, clientv3.Compare(clientv3.CreateRevision(name), "=", entries[i].CreateRevision))
+				del = append(del, clientv3.OpDelete(name))
 			}
 		}
 		if len(del) == 0 {
 			return locker.ErrNotHeld
 		}
-		resp, err = d.txn(ctx, key, nil, del)
+		resp, err = d.txn(ctx, key, same, del)
 		if err != nil {
 			return err
 		}
-		if slices.ContainsFunc(resp.Responses, func(r *etcdserverpb.ResponseOp) bool { return r.GetResponseDeleteRange().Deleted > 0 }) {
+		if resp.Succeeded {
 			return nil
 		}
-		// They went meanwhile: force the next holders.
+		// Some went meanwhile: force the holders now.
 	}
 }

@@ -2,7 +2,6 @@ package etcd
 
 import (
 	"context"
-	"crypto/rand"
 	"slices"
 	"time"
 
@@ -40,7 +39,7 @@ func (d *etcdDriver) AcquireBatch(ctx context.Context, rs []*driver.Request) ([]
 	var puts, gets []clientv3.Op
 	for i, r := range rs {
 		q := d.queue(r.Space, r.Key)
-		ens[i] = &entry{d: d, r: r, name: q + rand.Text(), lease: el}
+		ens[i] = &entry{d: d, r: r, name: d.names.take(q), lease: el}
 		r.State = ens[i] // for Abandon
 		empty = append(empty, clientv3.Compare(clientv3.CreateRevision(q), "=", 0).WithPrefix())
 		puts = append(puts, clientv3.OpPut(ens[i].name, ens[i].record().encode(), clientv3.WithLease(el.id)))
@@ -60,6 +59,9 @@ func (d *etcdDriver) AcquireBatch(ctx context.Context, rs []*driver.Request) ([]
 			return nil, err // a mismatch: nothing written
 		case !ok:
 			return make([]driver.Grant, len(rs)), nil // refused: the Locker waits key by key
+		}
+		for _, en := range ens {
+			since = append(since, en.unused())
 		}
 		if resp, err = ens[0].txn(ctx, since, puts); err != nil {
 			return nil, err
@@ -120,6 +122,9 @@ func (d *etcdDriver) ReleaseBatch(ctx context.Context, hs []driver.Hold) ([]erro
 		return nil, err
 	case !resp.Succeeded:
 		return nil, driver.ErrSkip
+	}
+	for _, dh := range hs {
+		d.names.give(dh.(*hold).name)
 	}
 	return make([]error, len(hs)), nil
 }

@@ -10,7 +10,10 @@
 // its fences were raised for a Migration: driver.FenceFloorer, floor.go).
 // An entry's value records its owner and the set of hold ids it carries
 // (several with re-entry under WithOwner), so that a write retried after a
-// lost reply applies once.
+// lost reply applies once. An entry's name is the Locker's id and a number,
+// and the Locker names its next entry of a queue as one it deleted itself:
+// etcd keeps deleted keys in its index until a compaction, and a fresh name
+// per entry made every range over the queue slower with each lock taken.
 //
 // An entry also records its mode (driver.ModeKeeper): it holds the key
 // once every entry before it is compatible with it, so a shared request

@@ -68,6 +68,7 @@ type etcdDriver struct {
 	sweeper sync.WaitGroup
 	started sync.Once // the sweep
 
+	names   *entryNames // its queue entries' names, reused (names.go)
 	offsets offsetCache // the fence offsets last seen on raised keys (floor.go)
 	anchor  anchor      // keeps the waiters' watch stream open (watchstream.go)
 	driver.Log
@@ -107,7 +108,7 @@ func newDriver(client *clientv3.Client, opts ...Option) (*etcdDriver, error) {
 	return &etcdDriver{
 		config: c, client: client,
 		granting: make(chan struct{}, 1), ctx: ctx, stop: stop, kick: make(chan struct{}, 1),
-		shared: map[time.Duration]*etcdLease{}, orphans: map[*entry]struct{}{},
+		shared: map[time.Duration]*etcdLease{}, orphans: map[*entry]struct{}{}, names: newEntryNames(),
 	}, nil
 }
 

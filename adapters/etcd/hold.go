@@ -134,8 +134,12 @@ func (d *etcdDriver) dropHold(ctx context.Context, key, name string, who record,
 	}
 	for {
 		resp, err := d.txn(ctx, key, cmp, []clientv3.Op{clientv3.OpDelete(name)}, clientv3.OpGet(name))
-		if err != nil || resp.Succeeded {
+		if err != nil {
 			return err
+		}
+		if resp.Succeeded {
+			d.names.give(name)
+			return nil
 		}
 		kv := kvs(resp, 0)
 		if len(kv) == 0 || (fence > 0 && kv[0].CreateRevision != fence) {
@@ -161,7 +165,11 @@ func (d *etcdDriver) rewrite(ctx context.Context, key, name string, rev int64, r
 		op = clientv3.OpPut(name, rec.encode(), clientv3.WithIgnoreLease())
 	}
 	resp, err := d.txn(ctx, key, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(name), "=", rev)}, []clientv3.Op{op})
-	return err == nil && resp.Succeeded, err
+	ok := err == nil && resp.Succeeded
+	if ok && len(rec.Holds) == 0 {
+		d.names.give(name)
+	}
+	return ok, err
 }
 
 // An orphan is a hold whose removal failed (a cancelled Lock, an expired

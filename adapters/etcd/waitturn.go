@@ -57,7 +57,7 @@ func (en *entry) watch(ctx context.Context, mine int64, pred *mvccpb.KeyValue, r
 			return nil, 0, err
 		case next == nil:
 			return nil, 0, nil
-		case h.broken || !bytes.Equal(next.Key, pred.Key): // names are never reused
+		case h.broken || !bytes.Equal(next.Key, pred.Key) || next.CreateRevision != pred.CreateRevision:
 			return next, rev, nil
 		}
 		readRev = rev // same predecessor, and this watch covers everything after rev
