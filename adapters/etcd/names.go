@@ -32,7 +32,7 @@ type entryNames struct {
 
 // maxFreeNames bounds the names kept for reuse (a Locker that held many
 // keys once): beyond it, a name is let go, as before reuse.
-const maxFreeNames = 1 << 16
+const maxFreeNames = 1 << 14
 
 func newEntryNames() *entryNames {
 	return &entryNames{id: rand.Text()[:16] + ".", free: map[string][]string{}}
