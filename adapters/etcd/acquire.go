@@ -92,6 +92,7 @@ func (d *etcdDriver) attempt(ctx context.Context, r *driver.Request) (driver.Gra
 		return driver.Grant{}, err
 	}
 	if !resp.Succeeded { // the name is not free after all (names.go): another
+		en.discard(ctx)
 		return driver.Grant{}, errRequeue
 	}
 	mine := resp.Header.Revision
