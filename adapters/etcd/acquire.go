@@ -91,7 +91,7 @@ func (d *etcdDriver) attempt(ctx context.Context, r *driver.Request) (driver.Gra
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	if !resp.Succeeded { // the name is not free after all (names.go): another
+	if !resp.Succeeded { // the name is not free after all (names.go): start over with another
 		en.discard(ctx)
 		return driver.Grant{}, errRequeue
 	}
