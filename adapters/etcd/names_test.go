@@ -12,6 +12,7 @@ import (
 
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/driver"
+	"github.com/locker-go/locker/internal/testenv"
 )
 
 // A Locker names its next entry of a queue as one it deleted itself
@@ -42,14 +43,7 @@ func TestEntryNamesReused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan error, 1)
-		go func() {
-			l, err := b.Lock(ctx, key)
-			if err == nil {
-				err = l.Unlock(ctx)
-			}
-			got <- err
-		}()
+		got := testenv.LockInTurn(ctx, b, key)
 		waitEntries(t, c, d.queue(driver.Plain, key), 2)
 		if err := held.Unlock(ctx); err != nil {
 			t.Fatal(err)

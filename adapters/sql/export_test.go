@@ -2,7 +2,9 @@ package sql
 
 import (
 	"context"
+	"crypto/rand"
 	"net/url"
+	"strings"
 	"sync"
 
 	"gorm.io/gorm"
@@ -44,4 +46,15 @@ func Crash(l locker.Locker) {
 	d := driverOf(l)
 	d.stop()
 	_ = d.db.Close()
+}
+
+// WithApp is u with an application_name of its own, returned too, so
+// that a test can cut the connections of one Locker alone.
+func WithApp(u *url.URL, prefix string) (string, string) {
+	app := prefix + strings.ToLower(rand.Text()[:8])
+	q := u.Query()
+	q.Set("application_name", app)
+	au := *u
+	au.RawQuery = q.Encode()
+	return au.String(), app
 }

@@ -2,7 +2,6 @@ package sql
 
 import (
 	"crypto/rand"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,12 +13,8 @@ import (
 // up: each waiter's Subscribe waited for it, so none has missed anything.
 // (CI saw the spurious first wake: a Limited waiter beyond its run woken.)
 func TestListenerWakesAllOnlyAfterADrop(t *testing.T) {
-	u := testenv.URL(t, "LOCKER_TEST_POSTGRES")
-	app := "locker-listen-" + strings.ToLower(rand.Text()[:8])
-	q := u.Query()
-	q.Set("application_name", app)
-	u.RawQuery = q.Encode()
-	l := openLimit(t, u.String())
+	raw, app := WithApp(testenv.URL(t, "LOCKER_TEST_POSTGRES"), "locker-listen-")
+	l := openLimit(t, raw)
 	d, ctx := driverOf(l), t.Context()
 	sub := func(token string) <-chan struct{} {
 		wake, stop, err := d.hub.Subscribe(ctx, token)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/locker-go/locker"
+	lsql "github.com/locker-go/locker/adapters/sql"
 	"github.com/locker-go/locker/internal/testenv"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestLogsPostgresListener(t *testing.T) {
 	t.Parallel()
 	u := testenv.URL(t, "LOCKER_TEST_POSTGRES")
-	lu, app := withApp(u, "locker-logs-")
+	lu, app := lsql.WithApp(u, "locker-logs-")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	lg, logs := testenv.NewLogs()

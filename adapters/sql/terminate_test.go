@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/locker-go/locker"
+	lsql "github.com/locker-go/locker/adapters/sql"
 	"github.com/locker-go/locker/internal/testenv"
 )
 
@@ -20,7 +21,7 @@ import (
 // nobody else gets the key meanwhile, and Unlock then frees it.
 func TestPostgresBackendTerminated(t *testing.T) {
 	u := testenv.URL(t, "LOCKER_TEST_POSTGRES")
-	hu, app := withApp(u, "locker-terminate-")
+	hu, app := lsql.WithApp(u, "locker-terminate-")
 	holder, other := open(t, hu), open(t, u.String())
 	defer holder.Close()
 	defer other.Close()
@@ -32,17 +33,6 @@ func TestPostgresBackendTerminated(t *testing.T) {
 		}
 		return cut
 	})
-}
-
-// withApp is u with an application_name of its own, returned too, so
-// that a test can cut the connections of one Locker alone.
-func withApp(u *url.URL, prefix string) (string, string) {
-	app := prefix + strings.ToLower(rand.Text()[:8])
-	q := u.Query()
-	q.Set("application_name", app)
-	au := *u
-	au.RawQuery = q.Encode()
-	return au.String(), app
 }
 
 // MariaDB kills the holder's connections (KILL CONNECTION, as an operator
