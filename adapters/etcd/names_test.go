@@ -44,7 +44,7 @@ func TestEntryNamesReused(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := testenv.LockInTurn(ctx, b, key)
-		waitEntries(t, c, d.queue(driver.Plain, key), 2)
+		queuedBehind(t, c, d.queue(driver.Plain, key), 2)
 		if err := held.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -53,9 +53,8 @@ func TestEntryNamesReused(t *testing.T) {
 		}
 	}
 	names := map[string]bool{}
-	resp, err := c.Get(ctx, d.queue(driver.Plain, key), clientv3.WithPrefix())
-	if err != nil || resp.Count != 0 {
-		t.Fatalf("queue left: %v entries, %v", resp.Count, err)
+	if n := queueLen(t, d, c, key); n != 0 {
+		t.Fatalf("queue left: %d entries", n)
 	}
 	w := c.Watch(ctx, d.queue(driver.Plain, key), clientv3.WithPrefix(), clientv3.WithRev(start.Header.Revision+1), clientv3.WithFilterDelete())
 	for seen := 0; seen < 50; {
@@ -72,24 +71,6 @@ func TestEntryNamesReused(t *testing.T) {
 	}
 	if len(names) != 2 {
 		t.Errorf("50 entries had %d names; want 2, one per Locker", len(names))
-	}
-}
-
-// waitEntries waits until queue q has n entries.
-func waitEntries(t *testing.T, c *clientv3.Client, q string, n int64) {
-	t.Helper()
-	for end := time.Now().Add(10 * time.Second); ; {
-		resp, err := c.Get(t.Context(), q, clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.Count == n {
-			return
-		}
-		if time.Now().After(end) {
-			t.Fatalf("queue %s: %d entries, want %d", q, resp.Count, n)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition: a count has no watch
 	}
 }
 
