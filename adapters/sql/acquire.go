@@ -20,6 +20,11 @@ type call struct {
 	mayHold bool          // an attempt may have left a hold: Abandon takes it back
 	placed  time.Time     // when the call's place in the queue was last kept
 	waited  time.Time     // the start of its last attempt that found it waiting (handoff.go)
+	// placeHeard: when the reply to MySQL's last place-only statement
+	// came (placeOnce); stray: a hand-off taken since may have come
+	// before that statement, which then put the call back in the queue
+	placeHeard time.Time
+	stray      bool
 	// modalPlace: the modal path gave the call a place (Abandon leaves it)
 	modalPlace bool
 	raised     bool // the call's Floor was raised to (floor.go)
@@ -46,7 +51,7 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 	}
 	c := callOf(r)
 	if g, ok := d.handedOff(r, c); ok {
-		return g, nil
+		return g, d.settle(ctx, r, c)
 	}
 	if r.Floor > 0 && !c.raised {
 		if err := d.raiseFor(ctx, r); err != nil {
@@ -80,7 +85,7 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 		return driver.Grant{}, err
 	case g.Hold != nil:
 		c.mayHold = true // should the call fail after all (Close came first)
-		return g, nil
+		return g, d.settle(ctx, r, c)
 	}
 	if token != "" && d.handoffs != nil {
 		c.waitedSince(start)

@@ -132,7 +132,26 @@ func (d *sqlDriver) handedOff(r *driver.Request, c *call) (driver.Grant, bool) {
 	if g.start.IsZero() {
 		g.start = c.waited
 	}
+	c.stray = !c.placeHeard.Before(g.start) && !c.placeHeard.IsZero()
 	return driver.Grant{Hold: hd, Fence: g.fence, Start: g.start}, true
+}
+
+// settle takes out of the queue the place that a hand-off's waiter may
+// have put back (call.stray): a place kept with no look at the key
+// (MySQL's placeOnce) whose reply came after the release that handed it
+// the key began may have landed after that release deleted the place.
+// Left there, it would keep every other process's claim waiting for it
+// to lapse. Should this fail, the call fails and Abandon takes back the
+// hold and the place.
+func (d *sqlDriver) settle(ctx context.Context, r *driver.Request, c *call) error {
+	if !c.stray {
+		return nil
+	}
+	c.stray = false
+	return d.retry(ctx, func(ctx context.Context) error {
+		_, err := d.db.ExecContext(ctx, d.q.leave, r.Key, d.token(r))
+		return err
+	}, nil)
 }
 
 // handed is a grant that a transaction handed to a waiter here.

@@ -73,9 +73,11 @@ func TestMySQLHandsOff(t *testing.T) {
 	}
 }
 
-// A waiter handed the key while it kept its place (the keep landed after
-// the hand-off, putting it back in the queue) takes the grant from that
-// attempt, and leaves no place behind to hold up the waiters after it.
+// A waiter handed the key while it kept its place (a waiter behind
+// another of this process's keeps it with one statement, and here that
+// lands after the release deleted it, putting the waiter back in the
+// queue) takes its grant with its next attempt, and leaves no place
+// behind to hold up the waiters after it.
 func TestMySQLHandOffWhileKeepingPlace(t *testing.T) {
 	t.Parallel()
 	l, d := myHandoff(t)
@@ -90,12 +92,18 @@ func TestMySQLHandOffWhileKeepingPlace(t *testing.T) {
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := d.handoffs.take(r.ID); !ok { // as if its keep began before the wake
-		t.Fatal("no hand-off to the waiter")
+	if n := queued(t, d, key); n != 0 {
+		t.Fatalf("%d places left by the hand-off", n)
 	}
-	g, err := d.placeOnce(ctx, d, r)
+	if g, err := d.placeOnce(ctx, d, r); err != nil || g.Hold != nil { // the keep, landing late
+		t.Fatalf("keeping the place: %v (%v), want a place", g.Hold, err)
+	}
+	if n := queued(t, d, key); n != 1 {
+		t.Fatalf("%d places after the late keep, want it back in the queue", n)
+	}
+	g, err := d.Acquire(ctx, r)
 	if err != nil || g.Hold == nil || g.Fence <= holder.Fence() {
-		t.Fatalf("keeping the place after the hand-off: %v fence %d (%v), want the grant", g.Hold, g.Fence, err)
+		t.Fatalf("the attempt after the hand-off: %v fence %d (%v), want the grant", g.Hold, g.Fence, err)
 	}
 	if n := queued(t, d, key); n != 0 {
 		t.Fatalf("%d places left behind the grant", n)

@@ -69,22 +69,26 @@ func (m *myStatements) enqueue(ctx context.Context, d *sqlDriver, key, token str
 	return row(d.db.QueryRowContext(ctx, m.state, state...), dest...)
 }
 
-// placeOnce keeps the place of a waiter behind another of this process's.
+// placeOnce keeps the place of a waiter behind another of this process's,
+// in one statement that also returns the place's seq: the waiter needs no
+// more (the key's state costs a statement three times a place's, and the
+// first waiter here reads it). A release here that hands the waiter the
+// key deletes its place; a place kept after that, which puts the waiter
+// back in the queue, is taken out when the waiter takes its grant
+// (sqlDriver.settle).
 func (m *myStatements) placeOnce(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error) {
-	s, err := m.read(ctx, d, r, d.token(r), r.TTL.Milliseconds())
-	switch {
-	case err != nil:
+	c, start := callOf(r), time.Now()
+	res, err := d.db.ExecContext(ctx, m.place, r.Key, d.token(r), r.TTL.Milliseconds())
+	if err != nil {
 		return driver.Grant{}, err
-	case s.left > 0 && s.owner == r.Owner && s.ids == " "+r.ID+" ":
-		// A release handed r the key as its place was kept, which put r
-		// back in the queue: the claim takes the grant and the place.
-		return m.acquire(ctx, d, r)
-	case s.left > 0:
-		return driver.Grant{Retry: time.Duration(s.left) * time.Millisecond}, nil
-	case s.ahead > 0:
-		return driver.Grant{Retry: time.Duration(s.ahead) * time.Millisecond}, nil
 	}
-	return driver.Grant{Retry: r.TTL / 3}, nil // the first here takes the free key
+	seq, err := res.LastInsertId()
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	c.placed, c.placeHeard = start, time.Now()
+	d.place(r, uint64(seq))
+	return driver.Grant{Retry: r.TTL / 3}, nil // a release here, or the first here leaving, wakes it
 }
 
 // mySetup: this process's Lockers on one pool and table share a hub and
