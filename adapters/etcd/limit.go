@@ -99,9 +99,10 @@ func (en *entry) waitLimit(ctx context.Context, mine int64, before []*mvccpb.Key
 	defer tick.Stop()
 	q := en.d.queue(en.r.Space, en.r.Key)
 	for {
-		wch, leave := en.d.listen(q)
+		wctx, cancel := context.WithCancel(en.d.watchCtx(ctx))
+		wch := en.d.client.Watch(wctx, q, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
 		held, next, rev, err := en.countDown(ctx, mine, before, readRev, wch, tick.C)
-		leave()
+		cancel()
 		if err != nil || held {
 			return err
 		}

@@ -18,8 +18,7 @@ import (
 // waitTurn waits until en's entry (create revision mine) is the lowest of
 // its queue; pred is the entry before it as the creating txn read it.
 //
-// It hears pred go through the Locker's watch of the queue's deletions
-// (queuewatch.go), live from the server's current revision: a watch from
+// It watches pred alone, from the server's current revision: a watch from
 // a past revision takes etcd's unsynced-watcher path (delivered every
 // 100 ms) once any write lands in between, which is why concurrency.Mutex
 // manages about 81 handoffs/s; one read covers the gap instead. After pred
@@ -31,9 +30,10 @@ func (en *entry) waitTurn(ctx context.Context, mine int64, pred *mvccpb.KeyValue
 	tick := time.NewTicker(max(en.lease.granted/3, 100*time.Millisecond))
 	defer tick.Stop()
 	for {
-		wch, leave := en.d.listen(en.d.queue(en.r.Space, en.r.Key))
+		wctx, cancel := context.WithCancel(en.d.watchCtx(ctx))
+		wch := en.d.client.Watch(wctx, string(pred.Key), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
 		next, rev, err := en.watch(ctx, mine, pred, readRev, wch, tick.C)
-		leave()
+		cancel()
 		if err != nil || next == nil {
 			return err
 		}
@@ -45,10 +45,7 @@ func (en *entry) waitTurn(ctx context.Context, mine int64, pred *mvccpb.KeyValue
 // key, or the new predecessor when the watch must move to it.
 func (en *entry) watch(ctx context.Context, mine int64, pred *mvccpb.KeyValue, readRev int64,
 	wch clientv3.WatchChan, tick <-chan time.Time) (*mvccpb.KeyValue, int64, error) {
-	predGone := func(kv *mvccpb.KeyValue) (bool, bool) { // the watch is of the whole queue
-		gone := bytes.Equal(kv.Key, pred.Key)
-		return gone, gone
-	}
+	predGone := func(*mvccpb.KeyValue) (bool, bool) { return true, true } // the watch is of pred alone
 	for {
 		h, err := en.hear(ctx, readRev, wch, tick, predGone)
 		if err != nil {
@@ -101,8 +98,8 @@ func (en *entry) hear(ctx context.Context, readRev int64, wch clientv3.WatchChan
 				h.at = resp.Header.Revision
 			}
 			for _, ev := range resp.Events {
-				if ev.Type != mvccpb.DELETE || ev.Kv.ModRevision <= readRev {
-					continue // the read saw it (a shared watch may pass one on late)
+				if ev.Type != mvccpb.DELETE {
+					continue
 				}
 				if relevant, l := gone(ev.Kv); relevant {
 					look, h.at = look || l, ev.Kv.ModRevision
