@@ -29,6 +29,7 @@ type entry struct {
 	// offset is the fence offset read as the entry was granted, recorded
 	// the one its record has (floor.go).
 	offset, recorded int64
+	ahead            int64 // the entries before it as it queued
 }
 
 // Acquire takes r.Key (see the package doc); an entry lost on the way is
@@ -96,6 +97,7 @@ func (d *etcdDriver) attempt(ctx context.Context, r *driver.Request) (driver.Gra
 		return driver.Grant{}, errRequeue
 	}
 	mine := resp.Header.Revision
+	en.ahead = resp.Responses[0].GetResponseRange().Count
 	en.granted(floorIn(resp, 2))
 	if waited, err := en.queued(ctx, mine, kvs(resp, 0)); err != nil {
 		return driver.Grant{}, err

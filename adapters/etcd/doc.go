@@ -36,12 +36,16 @@
 //
 // Lock queues its entry at once, in every mode, reading the entries
 // before it in the same txn (readers that come together each take one
-// txn, and hold together), and watches only its predecessor (no herd; a
-// semaphore's waiter hears its key's releases, but reads only once one
-// admits it). A Locker's waits share one watch stream, kept open from its
-// first wait until Close by a watch of a key nobody writes: the client
-// closes a stream with its last watch, and a stream per wait cost the
-// server more than the wait's txns.
+// txn, and hold together), and waits for its predecessor alone (no herd;
+// a semaphore's waiter hears its key's releases, but reads only once one
+// admits it). A Locker's waiters near the head of a queue hear its
+// deletions through one watch, kept 1 s past the last of them: etcd
+// serves a watch set up while writes land late (every 100 ms), which with
+// a watch per wait delayed one hand-off in fifty or so (queuewatch.go);
+// one further back watches its predecessor alone. A Locker's waits share one
+// watch stream, kept open from its first wait until Close by a watch of a
+// key nobody writes: the client closes a stream with its last watch, and
+// a stream per wait cost the server more than the wait's txns.
 // TryLock writes only into an empty queue, so a refusal leaves nothing. An
 // entry whose removal fails is retried by a background sweep until it is
 // gone or the Locker closes.

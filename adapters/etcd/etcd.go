@@ -71,6 +71,7 @@ type etcdDriver struct {
 	names   *entryNames // its queue entries' names, reused (names.go)
 	offsets offsetCache // the fence offsets last seen on raised keys (floor.go)
 	anchor  anchor      // keeps the waiters' watch stream open (watchstream.go)
+	waits   waitWatches // the waiters' watches of their queues (queuewatch.go)
 	driver.Log
 }
 

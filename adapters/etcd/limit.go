@@ -99,10 +99,9 @@ func (en *entry) waitLimit(ctx context.Context, mine int64, before []*mvccpb.Key
 	defer tick.Stop()
 	q := en.d.queue(en.r.Space, en.r.Key)
 	for {
-		wctx, cancel := context.WithCancel(en.d.watchCtx(ctx))
-		wch := en.d.client.Watch(wctx, q, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
+		wch, leave := en.d.listen(q)
 		held, next, rev, err := en.countDown(ctx, mine, before, readRev, wch, tick.C)
-		cancel()
+		leave()
 		if err != nil || held {
 			return err
 		}

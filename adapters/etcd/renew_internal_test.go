@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -24,8 +25,8 @@ const renewTTL = 2 * time.Second
 
 // calls counts the etcd calls a client makes: Txns, keep-alive messages
 // (a LeaseKeepAlive stream's sends) and the other unary calls; and,
-// apart, the watch streams it opens.
-type calls struct{ txn, keepAlive, other, watchStreams atomic.Int64 }
+// apart, the watch streams it opens and the watches it asks for on them.
+type calls struct{ txn, keepAlive, other, watchStreams, watches atomic.Int64 }
 
 func (c *calls) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	if method == "/etcdserverpb.KV/Txn" {
@@ -40,6 +41,7 @@ func (c *calls) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Clie
 	s, err := open(ctx, desc, cc, method, opts...)
 	if err == nil && method == "/etcdserverpb.Watch/Watch" {
 		c.watchStreams.Add(1)
+		return &watchStream{ClientStream: s, n: &c.watches}, nil
 	}
 	if err != nil || method != "/etcdserverpb.Lease/LeaseKeepAlive" {
 		return s, err
@@ -55,6 +57,19 @@ type countedStream struct {
 
 func (s *countedStream) SendMsg(m any) error {
 	s.n.Add(1)
+	return s.ClientStream.SendMsg(m)
+}
+
+// watchStream counts the watches asked for on a watch stream.
+type watchStream struct {
+	grpc.ClientStream
+	n *atomic.Int64
+}
+
+func (s *watchStream) SendMsg(m any) error {
+	if r, ok := m.(*etcdserverpb.WatchRequest); ok && r.GetCreateRequest() != nil {
+		s.n.Add(1)
+	}
 	return s.ClientStream.SendMsg(m)
 }
 

@@ -18,10 +18,11 @@ import (
 // waitTurn waits until en's entry (create revision mine) is the lowest of
 // its queue; pred is the entry before it as the creating txn read it.
 //
-// It watches pred alone, from the server's current revision: a watch from
-// a past revision takes etcd's unsynced-watcher path (delivered every
-// 100 ms) once any write lands in between, which is why concurrency.Mutex
-// manages about 81 handoffs/s; one read covers the gap instead. After pred
+// It hears pred go through a watch live from the server's current
+// revision (watchFor): a watch from a past revision takes etcd's
+// unsynced-watcher path (delivered every 100 ms) once any write lands in
+// between, which is why concurrency.Mutex manages about 81 handoffs/s;
+// one read covers the gap instead. After pred
 // goes, a read confirms that my entry, and so my etcd lease, are alive
 // (etcd issue 11456) and finds any earlier entry left. It keeps the etcd
 // lease alive meanwhile, since a wait can outlast it.
@@ -30,10 +31,9 @@ func (en *entry) waitTurn(ctx context.Context, mine int64, pred *mvccpb.KeyValue
 	tick := time.NewTicker(max(en.lease.granted/3, 100*time.Millisecond))
 	defer tick.Stop()
 	for {
-		wctx, cancel := context.WithCancel(en.d.watchCtx(ctx))
-		wch := en.d.client.Watch(wctx, string(pred.Key), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
+		wch, leave := en.watchFor(ctx, pred)
 		next, rev, err := en.watch(ctx, mine, pred, readRev, wch, tick.C)
-		cancel()
+		leave()
 		if err != nil || next == nil {
 			return err
 		}
@@ -41,11 +41,26 @@ func (en *entry) waitTurn(ctx context.Context, mine int64, pred *mvccpb.KeyValue
 	}
 }
 
+// watchFor is a watch that reports pred's deletion: the Locker's watch of
+// the queue (queuewatch.go) for an entry that queued near the head, whose
+// wait is short, else a watch of pred alone, which has long been served
+// in time when pred goes.
+func (en *entry) watchFor(ctx context.Context, pred *mvccpb.KeyValue) (clientv3.WatchChan, func()) {
+	if en.ahead <= nearHead {
+		return en.d.listen(en.d.queue(en.r.Space, en.r.Key))
+	}
+	wctx, cancel := context.WithCancel(en.d.watchCtx(ctx))
+	return en.d.client.Watch(wctx, string(pred.Key), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()), cancel
+}
+
 // watch waits on one watch of pred. It returns nil, 0, nil when en holds the
 // key, or the new predecessor when the watch must move to it.
 func (en *entry) watch(ctx context.Context, mine int64, pred *mvccpb.KeyValue, readRev int64,
 	wch clientv3.WatchChan, tick <-chan time.Time) (*mvccpb.KeyValue, int64, error) {
-	predGone := func(*mvccpb.KeyValue) (bool, bool) { return true, true } // the watch is of pred alone
+	predGone := func(kv *mvccpb.KeyValue) (bool, bool) { // the watch may be of the whole queue
+		gone := bytes.Equal(kv.Key, pred.Key)
+		return gone, gone
+	}
 	for {
 		h, err := en.hear(ctx, readRev, wch, tick, predGone)
 		if err != nil {
@@ -98,8 +113,8 @@ func (en *entry) hear(ctx context.Context, readRev int64, wch clientv3.WatchChan
 				h.at = resp.Header.Revision
 			}
 			for _, ev := range resp.Events {
-				if ev.Type != mvccpb.DELETE {
-					continue
+				if ev.Type != mvccpb.DELETE || ev.Kv.ModRevision <= readRev {
+					continue // the read saw it (a shared watch may pass one on late)
 				}
 				if relevant, l := gone(ev.Kv); relevant {
 					look, h.at = look || l, ev.Kv.ModRevision
