@@ -140,9 +140,10 @@ func (w *waitWatch) pass(resp clientv3.WatchResponse) {
 			close(ch)
 		}
 	}
+	w.idleIfEmpty()
 }
 
-// leave drops the waiter ch; the last to leave starts the linger.
+// leave drops the waiter ch.
 func (w *waitWatch) leave(ch chan clientv3.WatchResponse) {
 	w.ww.mu.Lock()
 	defer w.ww.mu.Unlock()
@@ -150,7 +151,13 @@ func (w *waitWatch) leave(ch chan clientv3.WatchResponse) {
 		return
 	}
 	delete(w.subs, ch)
-	if len(w.subs) > 0 || w.ww.m[w.prefix] != w {
+	w.idleIfEmpty()
+}
+
+// idleIfEmpty starts the linger once the watch has no waiter left (the
+// last left, or fell behind). Callers hold w.ww.mu.
+func (w *waitWatch) idleIfEmpty() {
+	if len(w.subs) > 0 || w.idle != nil || w.ww.m[w.prefix] != w {
 		return
 	}
 	w.idle = time.AfterFunc(w.ww.lingering(), func() {

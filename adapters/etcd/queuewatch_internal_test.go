@@ -52,19 +52,7 @@ func TestQueueWatchJoinAfterAnEvent(t *testing.T) {
 	}
 	leaveFirst()
 	leaveLate()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		d.waits.mu.Lock()
-		left := len(d.waits.m)
-		d.waits.mu.Unlock()
-		if left == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the queue's watch outlived its linger by 10 s")
-		}
-		time.Sleep(time.Millisecond) // polling a condition: the linger's timer has no channel
-	}
+	waitNoWatch(t, d)
 }
 
 // next is wch's next response, within 10 s.
@@ -128,4 +116,52 @@ func TestNearHeadSharesTheQueueWatch(t *testing.T) {
 		t.Errorf("a waiter with %d entries before it: %d shared watches, want 1", near.ahead, n)
 	}
 	leave()
+}
+
+// A waiter that does not take the watch's responses is dropped once 64
+// wait for it (its channel closed: it would read the queue again), and a
+// watch left with no waiter so ends after its linger like any other.
+func TestQueueWatchDropsAWaiterBehind(t *testing.T) {
+	t.Parallel()
+	_, d, c := testLocker(t)
+	d.waits.linger = 50 * time.Millisecond
+	ctx := t.Context()
+	q := d.queue(driver.Plain, "behind-"+rand.Text())
+	wch, leave := d.listen(q)
+	defer leave()
+	for i := range 70 {
+		k := q + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		if _, err := c.Put(ctx, k, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := 0
+	for range wch { // what it was given, then closed
+		got++
+	}
+	if got > 64 {
+		t.Fatalf("%d responses given to a waiter that took none, want at most 64", got)
+	}
+	waitNoWatch(t, d)
+}
+
+// waitNoWatch waits until d has no shared watch left.
+func waitNoWatch(t *testing.T, d *etcdDriver) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d.waits.mu.Lock()
+		left := len(d.waits.m)
+		d.waits.mu.Unlock()
+		if left == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a queue's watch outlived its linger by 10 s")
+		}
+		time.Sleep(time.Millisecond) // polling a condition: the linger's timer has no channel
+	}
 }

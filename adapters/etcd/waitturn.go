@@ -22,10 +22,10 @@ import (
 // revision (watchFor): a watch from a past revision takes etcd's
 // unsynced-watcher path (delivered every 100 ms) once any write lands in
 // between, which is why concurrency.Mutex manages about 81 handoffs/s;
-// one read covers the gap instead. After pred
-// goes, a read confirms that my entry, and so my etcd lease, are alive
-// (etcd issue 11456) and finds any earlier entry left. It keeps the etcd
-// lease alive meanwhile, since a wait can outlast it.
+// one read covers the gap instead. After pred goes, a read confirms that
+// my entry, and so my etcd lease, are alive (etcd issue 11456) and finds
+// any earlier entry left. It keeps the etcd lease alive meanwhile, since
+// a wait can outlast it.
 func (en *entry) waitTurn(ctx context.Context, mine int64, pred *mvccpb.KeyValue) error {
 	readRev := mine
 	tick := time.NewTicker(max(en.lease.granted/3, 100*time.Millisecond))
