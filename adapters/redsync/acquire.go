@@ -105,13 +105,17 @@ func (d *redlock) attempt(ctx context.Context, rs []*driver.Request, q queueArgs
 	}
 	keys, args := d.acquireArgs(rs, hs, q)
 	start := time.Now()
-	res := d.round(ctx, rs[0].TTL, nil, acquireScript, keys, args...)
+	res, late := d.roundUntil(ctx, rs[0].TTL, nil, d.grantedAlike(rs), acquireScript, keys, args...)
 	vs, took := d.sortReplies(res, len(rs))
 	if vs[0].got >= d.quorum {
 		if gs, ok := d.settle(ctx, rs, hs, vs, start); ok {
-			d.taken(rs, took, q)
+			d.taken(rs, hs, took, q, late)
 			return gs, vs, nil
 		}
+	}
+	if late != nil { // settle failed: undo wherever the attempt landed
+		res = late()
+		vs, took = d.sortReplies(res, len(rs))
 	}
 	// Failed: take the attempt back, even if ctx ended, wherever it may
 	// have landed (not on a refusal). Only the undo of a quorum is
@@ -173,21 +177,80 @@ func (d *redlock) settle(ctx context.Context, rs []*driver.Request, hs []*held, 
 	return gs, true
 }
 
-// taken follows a grant: the call's marks removed where it was not
-// granted, in the background. The take is not announced: only the first
-// waiter was woken, as the release named it (an announcement to the
-// others, a round of PUBLISH to every master, cost more than the attempts
-// it saved: 8 writers on one key took about 10% more locks a second
-// without).
-func (d *redlock) taken(rs []*driver.Request, took []bool, q queueArgs) {
-	for _, r := range rs {
+// taken follows a grant of rs as hs: the call's marks removed where it
+// was not granted, in the background; if the round ended early (late),
+// once every master replied, when also the masters that granted late
+// record the hold's fence (as fence has the others do), or, if the hold's
+// release has begun meanwhile, drop it again: their grant may have
+// landed after the release did. The take is
+// not announced: only the first waiter was woken, as the release named
+// it (an announcement to the others, a round of PUBLISH to every master,
+// cost more than the attempts it saved: 8 writers on one key took about
+// 10% more locks a second without).
+func (d *redlock) taken(rs []*driver.Request, hs []*held, took []bool, q queueArgs, late func() []result[[]int64]) {
+	if late == nil {
 		if q.queue != notQueued && slices.Contains(took, false) {
-			others := make([]bool, len(took))
-			for j, t := range took {
-				others[j] = !t
-			}
-			d.bg.Go(func() { d.unmark(context.Background(), r, others, false) })
+			d.bg.Go(func() { d.unmarkWhereNot(rs, took) })
 		}
+		return
+	}
+	early := took
+	d.bg.Go(func() {
+		vs, took := d.sortReplies(late(), len(rs))
+		h, lateGrant := hs[0], make([]bool, len(took))
+		for i := range took {
+			lateGrant[i] = took[i] && !early[i]
+		}
+		switch {
+		case !slices.Contains(lateGrant, true):
+		case h.released.Load(): // the release may have come first there
+			d.release(context.Background(), hs, lateGrant, false)
+		case h.fence > 0 && slices.ContainsFunc(vs[0].counted, func(c uint64) bool { return c != h.fence }):
+			h.claim(context.Background(), h.fence, false)
+		}
+		if q.queue != notQueued {
+			d.unmarkWhereNot(rs, took)
+		}
+	})
+}
+
+// unmarkWhereNot removes rs's marks from the masters not in took.
+func (d *redlock) unmarkWhereNot(rs []*driver.Request, took []bool) {
+	if !slices.Contains(took, false) {
+		return
+	}
+	others := make([]bool, len(took))
+	for j, t := range took {
+		others[j] = !t
+	}
+	for _, r := range rs {
+		d.unmark(context.Background(), r, others, false)
+	}
+}
+
+// grantedAlike decides an attempt at one request, not re-entrant, once a
+// quorum of masters granted it afresh with one counter: its fence is
+// then settled (see fence), whatever the others reply, so the attempt
+// need not wait for the slowest masters. nil for any other attempt.
+func (d *redlock) grantedAlike(rs []*driver.Request) func([]result[[]int64]) bool {
+	if len(rs) != 1 || rs[0].Reentrant {
+		return nil
+	}
+	return func(res []result[[]int64]) bool {
+		n, counter := 0, int64(-1)
+		for _, r := range res {
+			if r.err != nil || len(r.v) != replyWidth+1 {
+				continue
+			}
+			switch {
+			case r.v[0] != granted:
+				continue
+			case counter >= 0 && r.v[1] != counter:
+				return false // counters differ: fence decides with every reply
+			}
+			counter, n = r.v[1], n+1
+		}
+		return n >= d.quorum
 	}
 }
 

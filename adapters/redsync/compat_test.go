@@ -108,6 +108,7 @@ func TestLegacyRecordsMeet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		heldEverywhere(t, clients, l.anchor(name{driver.Plain, key}))
 		for i, c := range clients {
 			keys := []string{l.anchor(name{driver.Plain, key}), l.counterKey()}
 			v, err := legacyAcquireScript.Run(ctx, c, keys, "old-client", 10000, "5", false, 1).Int64Slice()
@@ -121,6 +122,24 @@ func TestLegacyRecordsMeet(t *testing.T) {
 		}
 		if err := lease.Unlock(ctx); err != nil {
 			t.Fatalf("Unlock after the old client's tries: %v", err)
+		}
+	}
+}
+
+// heldEverywhere waits until every master has anchor: Lock returns once a
+// quorum granted, the others' grants landing a little later.
+func heldEverywhere(t *testing.T, clients []goredis.UniversalClient, anchor string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; i < len(clients); {
+		n, err := clients[i].Exists(context.Background(), anchor).Result()
+		switch {
+		case err == nil && n == 1:
+			i++
+		case time.Now().After(deadline):
+			t.Fatalf("master %d: no record of the grant 10 s after it (%v)", i, err)
+		default:
+			time.Sleep(time.Millisecond) // polling the master: nothing tells when a late grant lands
 		}
 	}
 }

@@ -9,7 +9,11 @@
 // Each attempt is Redlock as go-redsync/redsync's Mutex runs it: a script
 // on every master in parallel, each bounded by a node timeout (NodeTimeout,
 // or WithNodeTimeout); success if a quorum (N/2+1) granted and time is
-// left, else the attempt is undone wherever it may have landed. A Lock
+// left, else the attempt is undone wherever it may have landed. A round
+// ends as soon as a quorum's replies decide it (a grant by a quorum that
+// drew one counter, a release by a quorum), so a stalled master costs a
+// call nothing; the others' replies are dealt with in the background (a
+// late grant given the fence, or dropped if the release came first). A Lock
 // (not a TryLock) whose round a quorum left unanswered tries again after a
 // random delay, as Redlock says, up to three rounds in a row before it
 // reports locker.ErrUnavailable: a burst of waiters or a stalled machine

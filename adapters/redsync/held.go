@@ -3,6 +3,7 @@ package redsync
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/locker-go/locker/driver"
@@ -19,6 +20,9 @@ type held struct {
 	id    string // the hold's own id in the records: its attempt's
 	fence uint64
 	ttl   time.Duration
+	// released: a release of it has begun (a master that answers its
+	// grant late, after that release reached it, is released again)
+	released atomic.Bool
 }
 
 // Refresh extends our records on a quorum (redsync's Extend), re-recording
@@ -126,6 +130,7 @@ func (d *redlock) release(ctx context.Context, hs []*held, on []bool, announce b
 	keys := make([]string, 0, (3+len(modes))*len(hs))
 	args := make([]any, 0, 4*len(hs))
 	for _, h := range hs {
+		h.released.Store(true)
 		channel := ""
 		if announce {
 			channel = d.channel(h.n)
@@ -138,18 +143,43 @@ func (d *redlock) release(ctx context.Context, hs []*held, on []bool, announce b
 	round := func(ctx context.Context, on []bool) []result[[]int64] {
 		return d.round(ctx, ttl, on, releaseScript, keys, args...)
 	}
-	res := round(ctx, on)
-	if failed := failedMasters(res); failed != nil {
-		d.bg.Go(func() {
-			every, tries := backoff.Policy{Min: d.nodeTimeout(ttl), Max: d.nodeTimeout(ttl)}, 0
-			time.Sleep(every.Min) // the round that failed has just ended
-			backoff.Retry(context.Background(), every, func(ctx context.Context) bool {
-				failed, tries = failedMasters(round(ctx, failed)), tries+1
-				return failed == nil || tries == 3
-			})
+	retry := func(failed []bool) {
+		every, tries := backoff.Policy{Min: d.nodeTimeout(ttl), Max: d.nodeTimeout(ttl)}, 0
+		time.Sleep(every.Min) // the round that failed has just ended
+		backoff.Retry(context.Background(), every, func(ctx context.Context) bool {
+			failed, tries = failedMasters(round(ctx, failed)), tries+1
+			return failed == nil || tries == 3
 		})
 	}
+	res, late := d.roundUntil(ctx, ttl, on, d.releasedBy(len(hs)), releaseScript, keys, args...)
+	switch failed := failedMasters(res); {
+	case late != nil: // a quorum dropped it: the others in the background
+		d.bg.Go(func() {
+			if failed := failedMasters(late()); failed != nil {
+				retry(failed)
+			}
+		})
+	case failed != nil:
+		d.bg.Go(func() { retry(failed) })
+	}
 	return res
+}
+
+// releasedBy decides a release of one hold once a quorum of masters
+// dropped it (outcome's nil, whatever the others reply). nil for several.
+func (d *redlock) releasedBy(holds int) func([]result[[]int64]) bool {
+	if holds != 1 {
+		return nil
+	}
+	return func(res []result[[]int64]) bool {
+		n := 0
+		for _, r := range res {
+			if r.err == nil && len(r.v) > 0 && (r.v[0] == 1 || r.v[0] == 2) {
+				n++
+			}
+		}
+		return n >= d.quorum
+	}
 }
 
 // failedMasters marks the masters whose reply is missing; nil if none.

@@ -106,11 +106,16 @@ func (d *redlock) fence(ctx context.Context, v *votes, reentrant bool, h *held) 
 			h.claim(ctx, v.reFence, false)
 		}
 		return v.reFence, nil
-	case v.nre == 0 && len(v.errs) == 0 && (atFence == len(v.counted) || atFence >= d.quorum && !reentrant):
-		// A quorum of grants counted to the fence and every master
-		// answered (none holds a higher one): it is durable, and no other
-		// grant has it (each master counts a value once). Records that
-		// counted lower learn it in the background.
+	case v.nre == 0 && (atFence == len(v.counted) && len(v.errs) == 0 || atFence >= d.quorum && !reentrant):
+		// A quorum of grants counted to the fence: it is durable (every
+		// later grant's quorum shares a master with it, and counts past
+		// it there), and no other grant has it (each master counts a
+		// value once, and one that counted past it on such a master
+		// cannot count to it on a whole quorum); a re-entrant owner's,
+		// which may stand beside another grant of its own, also needs
+		// every master's answer. Records that counted lower learn it in
+		// the background; so do masters that answer after an attempt
+		// ended early (lateGrants).
 		if atFence < len(v.counted) {
 			d.bg.Go(func() { h.claim(context.Background(), v.newFence, false) })
 		}

@@ -1,0 +1,200 @@
+package redsync
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/testenv"
+)
+
+// calls is a hook that keeps the scripts a client has in flight and the
+// errors its calls ended with.
+type calls struct {
+	mu     sync.Mutex
+	out    map[*goredis.Cmd]string // in flight: the script's hash
+	ran    []string                // every script called
+	ended  []error
+	change chan struct{} // signalled at each call's end
+}
+
+func newCalls() *calls { return &calls{out: map[*goredis.Cmd]string{}, change: make(chan struct{}, 1)} }
+
+func (c *calls) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (c *calls) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
+func (c *calls) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		x, ok := cmd.(*goredis.Cmd)
+		args := cmd.Args()
+		if !ok || len(args) < 2 || cmd.Name() != "evalsha" {
+			return next(ctx, cmd)
+		}
+		sha, _ := args[1].(string)
+		c.mu.Lock()
+		c.out[x], c.ran = sha, append(c.ran, sha)
+		c.mu.Unlock()
+		err := next(ctx, cmd)
+		c.mu.Lock()
+		delete(c.out, x)
+		c.ended = append(c.ended, err)
+		c.mu.Unlock()
+		select {
+		case c.change <- struct{}{}:
+		default:
+		}
+		return err
+	}
+}
+
+// inFlight is how many calls of script are out.
+func (c *calls) inFlight(script *goredis.Script) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, sha := range c.out {
+		if sha == script.Hash() {
+			n++
+		}
+	}
+	return n
+}
+
+// A round that a quorum of masters has decided does not wait for the
+// others: with two of five masters stopped (their connections open, no
+// reply) and a node timeout of 10 s, Lock and Unlock return within their
+// context's 5 s, while their calls to those masters are still out.
+// A quorum of grants with one counter settles the fence with no claim
+// round. Once the masters go on, nothing is left held there, in whatever
+// order the late grant and the release reach them.
+func TestRoundDecidedByAQuorumDoesNotWaitForTheRest(t *testing.T) {
+	testenv.URL(t, "LOCKER_TEST_REDLOCK") // -short skips; the same binary serves both
+	var servers []*testenv.RedisServer
+	for range 5 {
+		servers = append(servers, testenv.StartRedis(t, 0))
+	}
+	var clients []goredis.UniversalClient
+	hooks := make([]*calls, len(servers))
+	for i, s := range servers {
+		c := goredis.NewClient(&goredis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+		hooks[i] = newCalls()
+		c.AddHook(hooks[i])
+		t.Cleanup(func() { _ = c.Close() })
+		clients = append(clients, c)
+	}
+	l, err := New(clients, WithNodeTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	// A first grant on fresh masters draws each counter from its clock
+	// and claims one fence on all of them, which lines the counters up.
+	lockUnlock(t, l, "early/first")
+	for _, h := range hooks {
+		h.mu.Lock()
+		h.ran, h.ended = nil, nil
+		h.mu.Unlock()
+	}
+	for _, s := range servers[3:] {
+		s.Stop()
+		t.Cleanup(s.Cont) // should the test fail before it goes on
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	lease, err := l.Lock(ctx, "early/key", locker.WithTTL(10*time.Minute))
+	if err != nil || ctx.Err() != nil {
+		t.Fatalf("Lock with 2 of 5 masters stopped: %v (ctx: %v)", err, ctx.Err())
+	}
+	for i, h := range hooks[3:] {
+		if n := h.inFlight(acquireScript); n != 1 {
+			t.Errorf("stopped master %d: %d acquire calls out when Lock returned, want 1", 3+i, n)
+		}
+	}
+	for i, h := range hooks[:3] {
+		h.mu.Lock()
+		claimed := slices.Contains(h.ran, claimScript.Hash())
+		h.mu.Unlock()
+		if claimed {
+			t.Errorf("master %d: a claim round; a quorum of grants with one counter needs none", i)
+		}
+	}
+	if err := lease.Unlock(ctx); err != nil || ctx.Err() != nil {
+		t.Fatalf("Unlock with 2 of 5 masters stopped: %v (ctx: %v)", err, ctx.Err())
+	}
+	for i, h := range hooks[3:] {
+		if n := h.inFlight(releaseScript); n != 1 {
+			t.Errorf("stopped master %d: %d release calls out when Unlock returned, want 1", 3+i, n)
+		}
+	}
+	for i, s := range servers[3:] {
+		s.Cont()
+		anchor := (&redlock{cfg: config{prefix: DefaultPrefix}}).anchor(name{key: "early/key"})
+		waitFor(t, hooks[3+i], func() bool {
+			n, err := clients[3+i].Exists(ctx, anchor).Result()
+			return err == nil && n == 0
+		}, fmt.Sprintf("master %d, once it went on: the key's anchor left", 3+i))
+	}
+}
+
+// waitFor waits until cond, checked at each end of one of h's calls, or
+// fails t after 30 s.
+func waitFor(t *testing.T, h *calls, cond func() bool, what string) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for !cond() {
+		select {
+		case <-h.change:
+		case <-timeout:
+			t.Fatalf("%s 30 s on", what)
+		}
+	}
+}
+
+// BenchmarkLockUnlockTwoMastersStopped is the bad day's Lock and Unlock:
+// two of five masters stopped (connections open, no reply), the default
+// node timeout (750 ms at the default TTL).
+func BenchmarkLockUnlockTwoMastersStopped(b *testing.B) {
+	testenv.URL(b, "LOCKER_TEST_REDLOCK")
+	var clients []goredis.UniversalClient
+	var servers []*testenv.RedisServer
+	for range 5 {
+		s := testenv.StartRedis(b, 0)
+		c := goredis.NewClient(&goredis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+		b.Cleanup(func() { _ = c.Close() })
+		clients, servers = append(clients, c), append(servers, s)
+	}
+	l, err := New(clients)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	ctx := b.Context()
+	lease, err := l.Lock(ctx, "bench/first") // lines the counters up (see the test above)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = lease.Unlock(ctx)
+	for _, s := range servers[3:] {
+		s.Stop()
+		defer s.Cont() // before Close, which waits for the calls out
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		lease, err := l.Lock(ctx, "bench/key")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := lease.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
