@@ -174,12 +174,21 @@ func mostReported(limits map[int]int) int {
 	return best
 }
 
-// mergeHolder is one holder as recs, a quorum or more of its records, make.
+// mergeHolder is one holder as recs, a quorum or more of its records,
+// make: its fence the largest that a quorum records (a grant's fence is
+// recorded on a quorum, and a master that granted after a quorum decided
+// may have counted past it: see taken), its holds the most recorded.
 func mergeHolder(recs []driver.Holder, quorum int) driver.Holder {
+	fences := make([]uint64, len(recs))
+	for i, r := range recs {
+		fences[i] = r.Fence
+	}
+	slices.Sort(fences)
 	slices.SortFunc(recs, func(a, b driver.Holder) int { return a.Expires.Compare(b.Expires) })
 	h := recs[len(recs)-quorum]
+	h.Fence = fences[len(fences)-quorum]
 	for _, r := range recs {
-		h.Fence, h.Holds = max(h.Fence, r.Fence), max(h.Holds, r.Holds)
+		h.Holds = max(h.Holds, r.Holds)
 	}
 	return h
 }

@@ -68,16 +68,21 @@ func TestCostIgnoresCompatibleHolders(t *testing.T) {
 		return g.Hold
 	}
 	// cost is what master 0 runs for an IX grant and release, an X
-	// refusal, and an IS grant.
+	// refusal, and an IS grant. Each step waits for the work left in the
+	// background (a fence claim; a master's reply that came after a
+	// quorum decided, and the release sent once it came), so that each
+	// meets the same state.
 	cost := func() int64 {
-		d.bg.Wait() // fence claims in the background
+		d.bg.Wait()
 		before := commandsRun(t, clients[0])
 		if err := take(driver.IntentExclusive).Release(ctx); err != nil {
 			t.Fatal(err)
 		}
+		d.bg.Wait()
 		if g, err := d.Acquire(ctx, request(driver.Exclusive)); err != nil || g.Hold != nil {
 			t.Fatalf("exclusive Acquire beside intention holders = %+v, %v; want refused", g, err)
 		}
+		d.bg.Wait()
 		_ = take(driver.IntentShared).Release(ctx)
 		d.bg.Wait()
 		return commandsRun(t, clients[0]) - before

@@ -10,10 +10,11 @@
 // on every master in parallel, each bounded by a node timeout (NodeTimeout,
 // or WithNodeTimeout); success if a quorum (N/2+1) granted and time is
 // left, else the attempt is undone wherever it may have landed. A round
-// ends as soon as a quorum's replies decide it (a grant by a quorum that
-// drew one counter, a release by a quorum), so a stalled master costs a
-// call nothing; the others' replies are dealt with in the background (a
-// late grant given the fence, or dropped if the release came first). A Lock
+// ends as soon as a quorum's replies decide it (a grant, not Limited, by
+// a quorum that drew one counter; a release by a quorum), so a stalled
+// master costs a call nothing; the others' replies are dealt with in the
+// background (a late grant is given the fence, and a release reaches its
+// master only after it). A Lock
 // (not a TryLock) whose round a quorum left unanswered tries again after a
 // random delay, as Redlock says, up to three rounds in a row before it
 // reports locker.ErrUnavailable: a burst of waiters or a stalled machine

@@ -20,6 +20,7 @@ type calls struct {
 	mu     sync.Mutex
 	out    map[*goredis.Cmd]string // in flight: the script's hash
 	ran    []string                // every script called
+	beside [][2]string             // a script called while another was out
 	ended  []error
 	change chan struct{} // signalled at each call's end
 }
@@ -41,6 +42,9 @@ func (c *calls) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 		}
 		sha, _ := args[1].(string)
 		c.mu.Lock()
+		for _, other := range c.out {
+			c.beside = append(c.beside, [2]string{sha, other})
+		}
 		c.out[x], c.ran = sha, append(c.ran, sha)
 		c.mu.Unlock()
 		err := next(ctx, cmd)
@@ -56,26 +60,28 @@ func (c *calls) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	}
 }
 
-// inFlight is how many calls of script are out.
-func (c *calls) inFlight(script *goredis.Script) int {
+// idle reports whether no call is out.
+func (c *calls) idle() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := 0
-	for _, sha := range c.out {
-		if sha == script.Hash() {
-			n++
-		}
-	}
-	return n
+	return len(c.out) == 0
+}
+
+// endedCalls is how many calls ended.
+func (c *calls) endedCalls() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.ended)
 }
 
 // A round that a quorum of masters has decided does not wait for the
 // others: with two of five masters stopped (their connections open, no
 // reply) and a node timeout of 10 s, Lock and Unlock return within their
-// context's 5 s, while their calls to those masters are still out.
+// context's 5 s, none of their calls to those masters having ended.
 // A quorum of grants with one counter settles the fence with no claim
-// round. Once the masters go on, nothing is left held there, in whatever
-// order the late grant and the release reach them.
+// round. The release reaches the stopped masters only once they replied
+// to the grant, so that it cannot land before it: once they go on,
+// nothing is left held there.
 func TestRoundDecidedByAQuorumDoesNotWaitForTheRest(t *testing.T) {
 	testenv.URL(t, "LOCKER_TEST_REDLOCK") // -short skips; the same binary serves both
 	var servers []*testenv.RedisServer
@@ -99,7 +105,8 @@ func TestRoundDecidedByAQuorumDoesNotWaitForTheRest(t *testing.T) {
 	// A first grant on fresh masters draws each counter from its clock
 	// and claims one fence on all of them, which lines the counters up.
 	lockUnlock(t, l, "early/first")
-	for _, h := range hooks {
+	for i, h := range hooks {
+		waitFor(t, h, func() bool { return h.idle() }, fmt.Sprintf("master %d: the first grant's calls out", i))
 		h.mu.Lock()
 		h.ran, h.ended = nil, nil
 		h.mu.Unlock()
@@ -115,8 +122,8 @@ func TestRoundDecidedByAQuorumDoesNotWaitForTheRest(t *testing.T) {
 		t.Fatalf("Lock with 2 of 5 masters stopped: %v (ctx: %v)", err, ctx.Err())
 	}
 	for i, h := range hooks[3:] {
-		if n := h.inFlight(acquireScript); n != 1 {
-			t.Errorf("stopped master %d: %d acquire calls out when Lock returned, want 1", 3+i, n)
+		if n := h.endedCalls(); n != 0 {
+			t.Errorf("stopped master %d: %d calls ended before Lock returned, want none", 3+i, n)
 		}
 	}
 	for i, h := range hooks[:3] {
@@ -131,17 +138,62 @@ func TestRoundDecidedByAQuorumDoesNotWaitForTheRest(t *testing.T) {
 		t.Fatalf("Unlock with 2 of 5 masters stopped: %v (ctx: %v)", err, ctx.Err())
 	}
 	for i, h := range hooks[3:] {
-		if n := h.inFlight(releaseScript); n != 1 {
-			t.Errorf("stopped master %d: %d release calls out when Unlock returned, want 1", 3+i, n)
+		if n := h.endedCalls(); n != 0 {
+			t.Errorf("stopped master %d: %d calls ended before Unlock returned, want none", 3+i, n)
 		}
 	}
-	for i, s := range servers[3:] {
+	for _, s := range servers[3:] {
 		s.Cont()
-		anchor := (&redlock{cfg: config{prefix: DefaultPrefix}}).anchor(name{key: "early/key"})
-		waitFor(t, hooks[3+i], func() bool {
-			n, err := clients[3+i].Exists(ctx, anchor).Result()
+	}
+	anchor := (&redlock{cfg: config{prefix: DefaultPrefix}}).anchor(name{key: "early/key"})
+	defer releaseDecidedByAQuorum(t, l, servers, hooks) // then: masters that stall after the grant
+	for i, h := range hooks[3:] {
+		waitFor(t, h, func() bool {
+			n, err := clients[3+i].Exists(t.Context(), anchor).Result()
 			return err == nil && n == 0
 		}, fmt.Sprintf("master %d, once it went on: the key's anchor left", 3+i))
+		// The release goes there once the grant's reply is in: sent
+		// before, it might land first and leave the grant behind.
+		h.mu.Lock()
+		early := slices.Contains(h.beside, [2]string{releaseScript.Hash(), acquireScript.Hash()})
+		h.mu.Unlock()
+		if early {
+			t.Errorf("stopped master %d: the release was sent while the grant's call was out", 3+i)
+		}
+	}
+}
+
+// releaseDecidedByAQuorum checks that an Unlock whose grant every master
+// answered, two of which stall before the release, returns within its
+// context's 5 s (the node timeout is 10 s), none of its calls to them
+// having ended.
+func releaseDecidedByAQuorum(t *testing.T, l locker.Locker, servers []*testenv.RedisServer, hooks []*calls) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	lease, err := l.Lock(ctx, "early/then", locker.WithTTL(10*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range hooks {
+		waitFor(t, h, func() bool { return h.idle() }, fmt.Sprintf("master %d: the grant's calls out", i))
+		h.mu.Lock()
+		h.ended = nil
+		h.mu.Unlock()
+	}
+	for _, s := range servers[3:] {
+		s.Stop()
+	}
+	if err := lease.Unlock(ctx); err != nil || ctx.Err() != nil {
+		t.Fatalf("Unlock with 2 of 5 masters stopped after the grant: %v (ctx: %v)", err, ctx.Err())
+	}
+	for i, h := range hooks[3:] {
+		if n := h.endedCalls(); n != 0 {
+			t.Errorf("master %d, stopped after the grant: %d calls ended before Unlock returned, want none", 3+i, n)
+		}
+	}
+	for _, s := range servers[3:] {
+		s.Cont()
 	}
 }
 
@@ -185,7 +237,7 @@ func BenchmarkLockUnlockTwoMastersStopped(b *testing.B) {
 	_ = lease.Unlock(ctx)
 	for _, s := range servers[3:] {
 		s.Stop()
-		defer s.Cont() // before Close, which waits for the calls out
+		defer s.Cont() // before Close, which waits for the late replies
 	}
 	b.ResetTimer()
 	for b.Loop() {

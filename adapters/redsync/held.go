@@ -20,9 +20,12 @@ type held struct {
 	id    string // the hold's own id in the records: its attempt's
 	fence uint64
 	ttl   time.Duration
-	// released: a release of it has begun (a master that answers its
-	// grant late, after that release reached it, is released again)
+	// released: a release of it has begun (no claim for a late grant)
 	released atomic.Bool
+	// late: the replies still to come to the grant's round, if it ended
+	// early (see eachUntil). A release reaches a master whose reply is
+	// out only after it, lest it land before the grant.
+	late *replies[[]int64]
 }
 
 // Refresh extends our records on a quorum (redsync's Extend), re-recording
@@ -145,17 +148,29 @@ func (d *redlock) release(ctx context.Context, hs []*held, on []bool, announce b
 	}
 	retry := func(failed []bool) {
 		every, tries := backoff.Policy{Min: d.nodeTimeout(ttl), Max: d.nodeTimeout(ttl)}, 0
-		time.Sleep(every.Min) // the round that failed has just ended
-		backoff.Retry(context.Background(), every, func(ctx context.Context) bool {
+		if !backoff.Sleep(d.stop, every.Min) { // the round that failed has just ended
+			return
+		}
+		backoff.Retry(d.stop, every, func(ctx context.Context) bool {
 			failed, tries = failedMasters(round(ctx, failed)), tries+1
 			return failed == nil || tries == 3
 		})
 	}
-	res, late := d.roundUntil(ctx, ttl, on, d.releasedBy(len(hs)), releaseScript, keys, args...)
+	now, later := split(on, hs)
+	res, late := d.roundUntil(ctx, ttl, now, d.releasedBy(len(hs)), releaseScript, keys, args...)
 	switch failed := failedMasters(res); {
-	case late != nil: // a quorum dropped it: the others in the background
+	case late != nil || later != nil: // the others in the background
 		d.bg.Go(func() {
-			if failed := failedMasters(late()); failed != nil {
+			var failed []bool
+			if late != nil {
+				failed = failedMasters(late.all())
+			}
+			if later != nil { // once the grant's replies are in
+				if g := mayHold(hs[0].late.all(), later); slices.Contains(g, true) {
+					failed = either(failed, failedMasters(round(context.Background(), g)))
+				}
+			}
+			if failed != nil {
 				retry(failed)
 			}
 		})
@@ -163,6 +178,46 @@ func (d *redlock) release(ctx context.Context, hs []*held, on []bool, announce b
 		d.bg.Go(func() { retry(failed) })
 	}
 	return res
+}
+
+// split divides the masters on picks (nil: all) for a release of hs: now,
+// and later, those whose reply to the grant of a lone hold is still out
+// (nil if none).
+func split(on []bool, hs []*held) (now, later []bool) {
+	if len(hs) != 1 || hs[0].late == nil {
+		return on, nil
+	}
+	out := hs[0].late.out()
+	if !slices.Contains(out, true) {
+		return on, nil
+	}
+	now, later = make([]bool, len(out)), make([]bool, len(out))
+	for i, o := range out {
+		picked := on == nil || on[i]
+		now[i], later[i] = picked && !o, picked && o
+	}
+	return now, later
+}
+
+// mayHold marks the masters of on whose reply (of res) granted, or did
+// not come (the grant may land yet: the release is then retried).
+func mayHold(res []result[[]int64], on []bool) []bool {
+	out := make([]bool, len(on))
+	for i, r := range res {
+		out[i] = on[i] && (r.err != nil || len(r.v) > 0 && (r.v[0] == granted || r.v[0] == reentered))
+	}
+	return out
+}
+
+// either marks the masters a or b marks; nil if none.
+func either(a, b []bool) []bool {
+	if a == nil {
+		return b
+	}
+	for i := range b {
+		a[i] = a[i] || b[i]
+	}
+	return a
 }
 
 // releasedBy decides a release of one hold once a quorum of masters

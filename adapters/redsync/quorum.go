@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
@@ -36,15 +37,14 @@ func each[T any](ctx context.Context, d *redlock, timeout time.Duration, fn func
 }
 
 // eachUntil is each that returns as soon as decided (if not nil) says
-// the replies so far settle the round, with late, which waits for the
-// others (as each would have) and returns every master's reply: a round
-// a quorum decided does not wait for a stalled master. The calls still
-// out run on to the timeout at most, whatever becomes of the caller's
-// ctx after the return, since their replies are wanted (a late grant is
-// given the fence or its mark removed, a release is tried again). late
-// is nil if the round did not end early.
+// the replies so far settle the round, with the others' replies to come
+// (late; nil if the round did not end early): a round a quorum decided
+// does not wait for a stalled master. The calls still out run on to the
+// timeout at most, whatever becomes of the caller's ctx after the
+// return, since their replies are wanted (a late grant is given the
+// fence, its mark removed, its release sent once it landed).
 func eachUntil[T any](ctx context.Context, d *redlock, timeout time.Duration, fn func(ctx context.Context, i int, c goredis.UniversalClient) (T, error),
-	decided func([]result[T]) bool) (res []result[T], late func() []result[T]) {
+	decided func([]result[T]) bool) (res []result[T], late *replies[T]) {
 	calls, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	ch := make(chan reply[T], len(d.masters))
 	for i, m := range d.masters {
@@ -62,7 +62,9 @@ func eachUntil[T any](ctx context.Context, d *redlock, timeout time.Duration, fn
 		case r := <-ch:
 			res[r.i], left = r.r, left-1
 			if left > 0 && decided != nil && decided(res) {
-				return slices.Clone(res), rest(calls, cancel, ch, res, left)
+				late = &replies[T]{res: slices.Clone(res), done: make(chan struct{})}
+				go late.collect(calls, cancel, ch, left)
+				return res, late
 			}
 		case <-calls.Done():
 			cancel()
@@ -76,27 +78,48 @@ func eachUntil[T any](ctx context.Context, d *redlock, timeout time.Duration, fn
 	return res, nil
 }
 
-// rest collects into res, in the background, the left replies still to
-// come on ch (until calls ends), then ends calls; the function it returns
-// waits for that and returns res.
-func rest[T any](calls context.Context, cancel context.CancelFunc, ch <-chan reply[T], res []result[T], left int) func() []result[T] {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer cancel()
-		for ; left > 0; left-- {
-			select {
-			case r := <-ch:
-				res[r.i] = r.r
-			case <-calls.Done():
-				return
-			}
+// replies are a round's replies still coming in after it ended early.
+type replies[T any] struct {
+	mu   sync.Mutex
+	res  []result[T] // errNoAnswer until a reply comes
+	done chan struct{}
+}
+
+// collect takes the left replies still to come on ch, until calls ends,
+// then ends calls.
+func (l *replies[T]) collect(calls context.Context, cancel context.CancelFunc, ch <-chan reply[T], left int) {
+	defer close(l.done)
+	defer cancel()
+	for ; left > 0; left-- {
+		select {
+		case r := <-ch:
+			l.mu.Lock()
+			l.res[r.i] = r.r
+			l.mu.Unlock()
+		case <-calls.Done():
+			return
 		}
-	}()
-	return func() []result[T] {
-		<-done
-		return res
 	}
+}
+
+// all waits for every reply (or the timeout) and returns them: the
+// caller's own copy.
+func (l *replies[T]) all() []result[T] {
+	<-l.done
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.res)
+}
+
+// out marks the masters whose reply has not come yet.
+func (l *replies[T]) out() []bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]bool, len(l.res))
+	for i, r := range l.res {
+		out[i] = errors.Is(r.err, errNoAnswer)
+	}
+	return out
 }
 
 // nodeErrs returns the failed masters' errors, as redsync reports them.
@@ -119,7 +142,7 @@ func (d *redlock) round(ctx context.Context, ttl time.Duration, on []bool, s *go
 
 // roundUntil is round, ending as soon as decided says (see eachUntil).
 func (d *redlock) roundUntil(ctx context.Context, ttl time.Duration, on []bool, decided func([]result[[]int64]) bool,
-	s *goredis.Script, keys []string, args ...any) ([]result[[]int64], func() []result[[]int64]) {
+	s *goredis.Script, keys []string, args ...any) ([]result[[]int64], *replies[[]int64]) {
 	return eachUntil(ctx, d, d.nodeTimeout(ttl), func(ctx context.Context, i int, c goredis.UniversalClient) ([]int64, error) {
 		if on != nil && !on[i] {
 			return nil, nil
@@ -138,7 +161,7 @@ func (d *redlock) roundUntil(ctx context.Context, ttl time.Duration, on []bool, 
 func (d *redlock) outcome(res []result[[]int64], ours ...int64) error {
 	errs, ok := nodeErrs(res), 0
 	for _, r := range res {
-		if r.err == nil && slices.Contains(ours, r.v[0]) {
+		if r.err == nil && len(r.v) > 0 && slices.Contains(ours, r.v[0]) { // none from a master not asked
 			ok++
 		}
 	}

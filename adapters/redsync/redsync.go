@@ -95,7 +95,9 @@ type redlock struct {
 	watches watches        // Watch's signals (watch.go)
 	counted atomic.Uint64  // largest fence counter seen on any master
 	stamped atomic.Int64   // the last waiter's stamp (nextStamp)
-	bg      sync.WaitGroup // background retries
+	bg      sync.WaitGroup // background work: late replies, release retries
+	stop    context.Context
+	halt    context.CancelFunc // at Close: retries give up
 
 	listening sync.Once  // the masters' subscriptions started
 	mu        sync.Mutex // guards changed and the masters' live
@@ -141,6 +143,7 @@ func newDriver(clients []goredis.UniversalClient, opts ...Option) (*redlock, err
 		return nil, fmt.Errorf("%w: drift factor %v is outside [0, 0.5)", ErrInvalidOption, cfg.driftFactor)
 	}
 	d := &redlock{cfg: cfg, quorum: len(clients)/2 + 1, news: news{need: len(clients)/2 + 1, keys: map[string]*keyNews{}}, changed: make(chan struct{})}
+	d.stop, d.halt = context.WithCancel(context.Background())
 	for i, c := range clients {
 		m := &master{client: c, name: fmt.Sprint(i)}
 		if o, ok := c.(interface{ Options() *goredis.Options }); ok {
@@ -197,8 +200,17 @@ func (d *redlock) Listening() bool {
 }
 
 // Close stops the subscriptions; it closes the clients only if Open made
-// them.
-func (d *redlock) Close(context.Context) error {
+// them. First it waits, until ctx ends, for the background work on the
+// masters' late replies (a release sent once a late grant landed), at
+// most a node timeout; retries of releases give up.
+func (d *redlock) Close(ctx context.Context) error {
+	d.halt()
+	done := make(chan struct{})
+	go func() { d.bg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 	d.listening.Do(func() {}) // no subscription starts after this
 	var errs []error
 	for _, m := range d.masters {

@@ -115,7 +115,7 @@ func (d *redlock) fence(ctx context.Context, v *votes, reentrant bool, h *held) 
 		// which may stand beside another grant of its own, also needs
 		// every master's answer. Records that counted lower learn it in
 		// the background; so do masters that answer after an attempt
-		// ended early (lateGrants).
+		// ended early (taken).
 		if atFence < len(v.counted) {
 			d.bg.Go(func() { h.claim(context.Background(), v.newFence, false) })
 		}
