@@ -192,11 +192,11 @@ func (d *redlock) settle(ctx context.Context, rs []*driver.Request, hs []*held, 
 func (d *redlock) taken(rs []*driver.Request, hs []*held, took []bool, q queueArgs, late *replies[[]int64]) {
 	if late == nil {
 		if q.queue != notQueued && slices.Contains(took, false) {
-			d.bg.Go(func() { d.unmarkWhereNot(rs, took) })
+			d.goBG(func() { d.unmarkWhereNot(rs, took) })
 		}
 		return
 	}
-	d.bg.Go(func() {
+	d.goBG(func() {
 		vs, took := d.sortReplies(late.all(), len(rs))
 		h := hs[0]
 		if h.fence > 0 && !h.released.Load() && slices.ContainsFunc(vs[0].counted, func(c uint64) bool { return c != h.fence }) {

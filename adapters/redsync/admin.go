@@ -175,22 +175,36 @@ func mostReported(limits map[int]int) int {
 }
 
 // mergeHolder is one holder as recs, a quorum or more of its records,
-// make: its fence the largest that a quorum records (a grant's fence is
-// recorded on a quorum, and a master that granted after a quorum decided
-// may have counted past it: see taken), its holds the most recorded.
+// make: its holds the most recorded, its fence the largest recorded on a
+// quorum of them, else the largest of all. A grant's fence is recorded
+// on a quorum (lower counts elsewhere learn it in the background), but a
+// master that granted after a quorum decided (see taken) may have
+// counted past it until it learns it too.
 func mergeHolder(recs []driver.Holder, quorum int) driver.Holder {
-	fences := make([]uint64, len(recs))
-	for i, r := range recs {
-		fences[i] = r.Fence
-	}
-	slices.Sort(fences)
 	slices.SortFunc(recs, func(a, b driver.Holder) int { return a.Expires.Compare(b.Expires) })
 	h := recs[len(recs)-quorum]
-	h.Fence = fences[len(fences)-quorum]
+	h.Fence = quorumFence(recs, quorum)
 	for _, r := range recs {
 		h.Holds = max(h.Holds, r.Holds)
 	}
 	return h
+}
+
+// quorumFence is the largest fence recorded on quorum of recs, else the
+// largest recorded.
+func quorumFence(recs []driver.Holder, quorum int) uint64 {
+	count, most, onQuorum := map[uint64]int{}, uint64(0), uint64(0)
+	for _, r := range recs {
+		count[r.Fence]++
+		most = max(most, r.Fence)
+		if count[r.Fence] >= quorum {
+			onQuorum = max(onQuorum, r.Fence)
+		}
+	}
+	if onQuorum > 0 {
+		return onQuorum
+	}
+	return most
 }
 
 // List returns the locks held on a quorum whose keys begin with prefix,

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/locker-go/locker/driver"
 	"github.com/locker-go/locker/internal/backoff"
 )
@@ -142,82 +144,79 @@ func (d *redlock) release(ctx context.Context, hs []*held, on []bool, announce b
 		keys = append(keys, d.allMarks(h.n)...)
 		args = append(args, int(h.mode), h.owner, h.id, channel)
 	}
-	ttl := hs[0].ttl
-	round := func(ctx context.Context, on []bool) []result[[]int64] {
-		return d.round(ctx, ttl, on, releaseScript, keys, args...)
-	}
-	retry := func(failed []bool) {
-		every, tries := backoff.Policy{Min: d.nodeTimeout(ttl), Max: d.nodeTimeout(ttl)}, 0
-		if !backoff.Sleep(d.stop, every.Min) { // the round that failed has just ended
-			return
+	rr := &releaseRound{d: d, hs: hs, ttl: hs[0].ttl, keys: keys, args: args}
+	res, late := eachUntil(ctx, d, d.nodeTimeout(rr.ttl), func(ctx context.Context, i int, c goredis.UniversalClient) ([]int64, error) {
+		if on != nil && !on[i] {
+			return nil, nil
 		}
-		backoff.Retry(d.stop, every, func(ctx context.Context) bool {
-			failed, tries = failedMasters(round(ctx, failed)), tries+1
-			return failed == nil || tries == 3
-		})
-	}
-	now, later := split(on, hs)
-	res, late := d.roundUntil(ctx, ttl, now, d.releasedBy(len(hs)), releaseScript, keys, args...)
-	switch failed := failedMasters(res); {
-	case late != nil || later != nil: // the others in the background
-		d.bg.Go(func() {
-			var failed []bool
-			if late != nil {
-				failed = failedMasters(late.all())
-			}
-			if later != nil { // once the grant's replies are in
-				if g := mayHold(hs[0].late.all(), later); slices.Contains(g, true) {
-					failed = either(failed, failedMasters(round(context.Background(), g)))
-				}
-			}
-			if failed != nil {
-				retry(failed)
+		if err := rr.afterGrants(ctx, i); err != nil {
+			return nil, err
+		}
+		return runScript(ctx, c, releaseScript, keys, args)
+	}, d.releasedBy(len(hs)))
+	failed := failedMasters(res)
+	switch {
+	case late != nil: // the rest in the background
+		d.goBG(func() {
+			if failed := failedMasters(late.all()); failed != nil {
+				rr.retry(failed)
 			}
 		})
 	case failed != nil:
-		d.bg.Go(func() { retry(failed) })
+		d.goBG(func() { rr.retry(failed) })
 	}
 	return res
 }
 
-// split divides the masters on picks (nil: all) for a release of hs: now,
-// and later, those whose reply to the grant of a lone hold is still out
-// (nil if none).
-func split(on []bool, hs []*held) (now, later []bool) {
-	if len(hs) != 1 || hs[0].late == nil {
-		return on, nil
-	}
-	out := hs[0].late.out()
-	if !slices.Contains(out, true) {
-		return on, nil
-	}
-	now, later = make([]bool, len(out)), make([]bool, len(out))
-	for i, o := range out {
-		picked := on == nil || on[i]
-		now[i], later[i] = picked && !o, picked && o
-	}
-	return now, later
+// releaseRound is a release of holds: its script's keys and args.
+type releaseRound struct {
+	d    *redlock
+	hs   []*held
+	ttl  time.Duration
+	keys []string
+	args []any
 }
 
-// mayHold marks the masters of on whose reply (of res) granted, or did
-// not come (the grant may land yet: the release is then retried).
-func mayHold(res []result[[]int64], on []bool) []bool {
-	out := make([]bool, len(on))
+// afterGrants waits until master i replied to the grant of every hold
+// whose grant round ended before it did (see eachUntil), or never will:
+// a release sent there before might land first and leave the grant held.
+func (rr *releaseRound) afterGrants(ctx context.Context, i int) error {
+	for _, h := range rr.hs {
+		if h.late == nil {
+			continue
+		}
+		select {
+		case <-h.late.after(i):
+		case <-ctx.Done():
+			return errNoAnswer // tried again (retry), the grant's reply in by then
+		}
+	}
+	return nil
+}
+
+// retry sends the release again to the failed masters, up to 3 times
+// spaced by the node timeout, until the driver closes.
+func (rr *releaseRound) retry(failed []bool) {
+	every, tries := backoff.Policy{Min: rr.d.nodeTimeout(rr.ttl), Max: rr.d.nodeTimeout(rr.ttl)}, 0
+	if !backoff.Sleep(rr.d.stop, every.Min) { // the round that failed has just ended
+		return
+	}
+	backoff.Retry(rr.d.stop, every, func(ctx context.Context) bool {
+		failed, tries = failedMasters(rr.d.round(ctx, rr.ttl, failed, releaseScript, rr.keys, rr.args...)), tries+1
+		return failed == nil || tries == 3
+	})
+}
+
+// failedMasters marks the masters whose reply is missing; nil if none.
+func failedMasters(res []result[[]int64]) []bool {
+	failed := make([]bool, len(res))
 	for i, r := range res {
-		out[i] = on[i] && (r.err != nil || len(r.v) > 0 && (r.v[0] == granted || r.v[0] == reentered))
+		failed[i] = r.err != nil
 	}
-	return out
-}
-
-// either marks the masters a or b marks; nil if none.
-func either(a, b []bool) []bool {
-	if a == nil {
-		return b
+	if !slices.Contains(failed, true) {
+		return nil
 	}
-	for i := range b {
-		a[i] = a[i] || b[i]
-	}
-	return a
+	return failed
 }
 
 // releasedBy decides a release of one hold once a quorum of masters
@@ -235,16 +234,4 @@ func (d *redlock) releasedBy(holds int) func([]result[[]int64]) bool {
 		}
 		return n >= d.quorum
 	}
-}
-
-// failedMasters marks the masters whose reply is missing; nil if none.
-func failedMasters(res []result[[]int64]) []bool {
-	failed := make([]bool, len(res))
-	for i, r := range res {
-		failed[i] = r.err != nil
-	}
-	if !slices.Contains(failed, true) {
-		return nil
-	}
-	return failed
 }

@@ -57,12 +57,13 @@ func eachUntil[T any](ctx context.Context, d *redlock, timeout time.Duration, fn
 	for i := range res {
 		res[i].err = errNoAnswer
 	}
+	got := make([]bool, len(d.masters))
 	for left := len(d.masters); left > 0; {
 		select {
 		case r := <-ch:
-			res[r.i], left = r.r, left-1
+			res[r.i], got[r.i], left = r.r, true, left-1
 			if left > 0 && decided != nil && decided(res) {
-				late = &replies[T]{res: slices.Clone(res), done: make(chan struct{})}
+				late = newReplies(res, got)
 				go late.collect(calls, cancel, ch, left)
 				return res, late
 			}
@@ -81,8 +82,23 @@ func eachUntil[T any](ctx context.Context, d *redlock, timeout time.Duration, fn
 // replies are a round's replies still coming in after it ended early.
 type replies[T any] struct {
 	mu   sync.Mutex
-	res  []result[T] // errNoAnswer until a reply comes
+	res  []result[T]     // errNoAnswer until a reply comes
+	got  []bool          // a reply came
+	in   []chan struct{} // closed as master i's reply comes, or none will
 	done chan struct{}
+}
+
+// newReplies starts the replies of a round that ended early with res,
+// got marking the masters that replied.
+func newReplies[T any](res []result[T], got []bool) *replies[T] {
+	l := &replies[T]{res: slices.Clone(res), got: slices.Clone(got), in: make([]chan struct{}, len(res)), done: make(chan struct{})}
+	for i := range res {
+		l.in[i] = make(chan struct{})
+		if got[i] {
+			close(l.in[i])
+		}
+	}
+	return l
 }
 
 // collect takes the left replies still to come on ch, until calls ends,
@@ -90,11 +106,21 @@ type replies[T any] struct {
 func (l *replies[T]) collect(calls context.Context, cancel context.CancelFunc, ch <-chan reply[T], left int) {
 	defer close(l.done)
 	defer cancel()
+	defer func() { // the replies that will not come
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for i, got := range l.got {
+			if !got {
+				close(l.in[i])
+			}
+		}
+	}()
 	for ; left > 0; left-- {
 		select {
 		case r := <-ch:
 			l.mu.Lock()
-			l.res[r.i] = r.r
+			l.res[r.i], l.got[r.i] = r.r, true
+			close(l.in[r.i])
 			l.mu.Unlock()
 		case <-calls.Done():
 			return
@@ -111,16 +137,8 @@ func (l *replies[T]) all() []result[T] {
 	return slices.Clone(l.res)
 }
 
-// out marks the masters whose reply has not come yet.
-func (l *replies[T]) out() []bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make([]bool, len(l.res))
-	for i, r := range l.res {
-		out[i] = errors.Is(r.err, errNoAnswer)
-	}
-	return out
-}
+// after is closed once master i's reply came, or will not.
+func (l *replies[T]) after(i int) <-chan struct{} { return l.in[i] }
 
 // nodeErrs returns the failed masters' errors, as redsync reports them.
 func nodeErrs[T any](res []result[T]) []error {
@@ -147,12 +165,17 @@ func (d *redlock) roundUntil(ctx context.Context, ttl time.Duration, on []bool, 
 		if on != nil && !on[i] {
 			return nil, nil
 		}
-		v, err := s.Run(ctx, c, keys, args...).Int64Slice()
-		if err == nil && len(v) == 0 {
-			err = errors.New("empty script reply")
-		}
-		return v, err
+		return runScript(ctx, c, s, keys, args)
 	}, decided)
+}
+
+// runScript runs a script replying integers on one master.
+func runScript(ctx context.Context, c goredis.UniversalClient, s *goredis.Script, keys []string, args []any) ([]int64, error) {
+	v, err := s.Run(ctx, c, keys, args...).Int64Slice()
+	if err == nil && len(v) == 0 {
+		err = errors.New("empty script reply")
+	}
+	return v, err
 }
 
 // outcome is nil if a quorum replied one of ours (the replies that mean

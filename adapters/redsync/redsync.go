@@ -95,9 +95,11 @@ type redlock struct {
 	watches watches        // Watch's signals (watch.go)
 	counted atomic.Uint64  // largest fence counter seen on any master
 	stamped atomic.Int64   // the last waiter's stamp (nextStamp)
-	bg      sync.WaitGroup // background work: late replies, release retries
+	bg      sync.WaitGroup // background work (goBG): late replies, release retries
+	bgMu    sync.Mutex     // guards closed, and bg's Add against Close's Wait
+	closed  bool
 	stop    context.Context
-	halt    context.CancelFunc // at Close: retries give up
+	halt    context.CancelFunc // at Close of a Locker that owns its clients: retries give up
 
 	listening sync.Once  // the masters' subscriptions started
 	mu        sync.Mutex // guards changed and the masters' live
@@ -201,10 +203,15 @@ func (d *redlock) Listening() bool {
 
 // Close stops the subscriptions; it closes the clients only if Open made
 // them. First it waits, until ctx ends, for the background work on the
-// masters' late replies (a release sent once a late grant landed), at
-// most a node timeout; retries of releases give up.
+// masters' late replies (a release sent once a late grant landed) and
+// release retries, which give up at once if it is to close the clients.
 func (d *redlock) Close(ctx context.Context) error {
-	d.halt()
+	if d.cfg.ownClients {
+		d.halt()
+	}
+	d.bgMu.Lock()
+	d.closed = true
+	d.bgMu.Unlock()
 	done := make(chan struct{})
 	go func() { d.bg.Wait(); close(done) }()
 	select {
@@ -224,4 +231,16 @@ func (d *redlock) Close(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// goBG runs f in the background, counted in bg until Close, which waits
+// for it; after Close, on its own.
+func (d *redlock) goBG(f func()) {
+	d.bgMu.Lock()
+	defer d.bgMu.Unlock()
+	if d.closed {
+		go f()
+		return
+	}
+	d.bg.Go(f)
 }

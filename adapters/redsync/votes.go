@@ -117,7 +117,7 @@ func (d *redlock) fence(ctx context.Context, v *votes, reentrant bool, h *held) 
 		// the background; so do masters that answer after an attempt
 		// ended early (taken).
 		if atFence < len(v.counted) {
-			d.bg.Go(func() { h.claim(context.Background(), v.newFence, false) })
+			d.goBG(func() { h.claim(context.Background(), v.newFence, false) })
 		}
 		return v.newFence, nil
 	default:
