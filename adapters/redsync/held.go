@@ -144,16 +144,11 @@ func (d *redlock) release(ctx context.Context, hs []*held, on []bool, announce b
 		keys = append(keys, d.allMarks(h.n)...)
 		args = append(args, int(h.mode), h.owner, h.id, channel)
 	}
-	rr := &releaseRound{d: d, hs: hs, ttl: hs[0].ttl, keys: keys, args: args}
-	res, late := eachUntil(ctx, d, d.nodeTimeout(rr.ttl), func(ctx context.Context, i int, c goredis.UniversalClient) ([]int64, error) {
-		if on != nil && !on[i] {
-			return nil, nil
-		}
-		if err := rr.afterGrants(ctx, i); err != nil {
-			return nil, err
-		}
-		return runScript(ctx, c, releaseScript, keys, args)
-	}, d.releasedBy(len(hs)))
+	rr := &releaseRound{d: d, hs: hs, keys: keys, args: args}
+	for _, h := range hs { // the longest node timeout: no grant's reply comes later
+		rr.ttl = max(rr.ttl, h.ttl)
+	}
+	res, late := eachUntil(ctx, d, d.nodeTimeout(rr.ttl), rr.call(on), d.releasedBy(len(hs)))
 	failed := failedMasters(res)
 	switch {
 	case late != nil: // the rest in the background
@@ -177,6 +172,19 @@ type releaseRound struct {
 	args []any
 }
 
+// call is the release's call to master i, if on picks it (nil: all).
+func (rr *releaseRound) call(on []bool) func(ctx context.Context, i int, c goredis.UniversalClient) ([]int64, error) {
+	return func(ctx context.Context, i int, c goredis.UniversalClient) ([]int64, error) {
+		if on != nil && !on[i] {
+			return nil, nil
+		}
+		if err := rr.afterGrants(ctx, i); err != nil {
+			return nil, err
+		}
+		return runScript(ctx, c, releaseScript, rr.keys, rr.args)
+	}
+}
+
 // afterGrants waits until master i replied to the grant of every hold
 // whose grant round ended before it did (see eachUntil), or never will:
 // a release sent there before might land first and leave the grant held.
@@ -188,7 +196,7 @@ func (rr *releaseRound) afterGrants(ctx context.Context, i int) error {
 		select {
 		case <-h.late.after(i):
 		case <-ctx.Done():
-			return errNoAnswer // tried again (retry), the grant's reply in by then
+			return errNoAnswer // tried again (retry), which waits again
 		}
 	}
 	return nil
@@ -202,7 +210,7 @@ func (rr *releaseRound) retry(failed []bool) {
 		return
 	}
 	backoff.Retry(rr.d.stop, every, func(ctx context.Context) bool {
-		failed, tries = failedMasters(rr.d.round(ctx, rr.ttl, failed, releaseScript, rr.keys, rr.args...)), tries+1
+		failed, tries = failedMasters(each(ctx, rr.d, rr.d.nodeTimeout(rr.ttl), rr.call(failed))), tries+1
 		return failed == nil || tries == 3
 	})
 }
