@@ -110,7 +110,6 @@ func (d *redlock) attempt(ctx context.Context, rs []*driver.Request, q queueArgs
 	if vs[0].got >= d.quorum {
 		if gs, ok := d.settle(ctx, rs, hs, vs, start); ok {
 			hs[0].late = late // a release waits for the others' replies there
-
 			d.taken(rs, hs, took, q, late)
 			return gs, vs, nil
 		}
@@ -184,11 +183,10 @@ func (d *redlock) settle(ctx context.Context, rs []*driver.Request, hs []*held, 
 // once every master replied, when also the masters that granted late
 // with another counter record the hold's fence (as fence has the others
 // do), unless its release has begun (which reaches them after their
-// reply: see release). The take is
-// not announced: only the first waiter was woken, as the release named
-// it (an announcement to the others, a round of PUBLISH to every master,
-// cost more than the attempts it saved: 8 writers on one key took about
-// 10% more locks a second without).
+// reply: see release). The take is not announced: only the first waiter
+// was woken, as the release named it (an announcement to the others, a
+// round of PUBLISH to every master, cost more than the attempts it saved:
+// 8 writers on one key took about 10% more locks a second without).
 func (d *redlock) taken(rs []*driver.Request, hs []*held, took []bool, q queueArgs, late *replies[[]int64]) {
 	if late == nil {
 		if q.queue != notQueued && slices.Contains(took, false) {
