@@ -211,7 +211,7 @@ func (d *sqlDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan st
 				d.gates.left(r.Key)
 			}
 		}
-		if _, ok := d.handoffs.take(r.ID); ok {
+		if d.handoffs.stopped(r.ID) {
 			// Made as the call gave up, or after its grant: Abandon, if
 			// the call failed, releases it (a grant is taken by then).
 			callOf(r).mayHold = true

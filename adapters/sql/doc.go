@@ -77,7 +77,7 @@
 // locker_locks_grant_v3 and locker_locks_release_v3, which need CREATE
 // ROUTINE once and EXECUTE: without them, the transaction serves every
 // call, as correct and slower). On Postgres the Exclusive release and
-// expiry take the same lock, in locker_locks_xrelease_v4 and
+// expiry take the same lock, in locker_locks_xrelease_v5 and
 // locker_locks_xexpire_v1, so that the waiters they serve include a
 // Shared one placed while they ran.
 //
@@ -156,7 +156,9 @@
 // grants the waiters at the head of the queue that it admits (the first
 // writer, or the run of readers), each with its own TTL, and NOTIFYs each
 // its fence, so the waiter holds the key once it hears, with no statement
-// of its own (locker_locks_handoff_v3). Its lease's validity counts from
+// of its own (locker_locks_handoff_v4); a waiter in the releasing
+// process has its grant from the release's answer, without waiting for
+// the NOTIFY to come round. Its lease's validity counts from
 // the start of its last attempt that found it waiting; should the
 // notification be lost, its next attempt finds the hold under its ID, and
 // a waiter that gives up releases a hold handed to it meanwhile. Waiting

@@ -13,7 +13,9 @@ import (
 // A hand-off: a release grants the key to the waiters it admits, and the
 // waiter's next attempt returns that grant without a statement. On
 // Postgres (pgHandoffFunc) the release grants every waiter it admits, and
-// each waiter's notification carries its fence, "token fence"; the grant
+// each waiter's notification carries its fence, "token fence" (the
+// release's answer carries the same, for the waiters of its own process,
+// which then need not wait for the NOTIFY: handedHere); the grant
 // is valid from no earlier than the start of the waiter's last attempt
 // that found itself still waiting (a release before that attempt would
 // have let it find the grant), which is where its validity is counted
@@ -34,7 +36,12 @@ type handoffs struct {
 	mu    sync.Mutex
 	m     map[string]handoff
 	found map[string]bool // calls that took a hold under their ID from the database before it was handed over
-	taken uint64          // grants taken from hand-offs, for tests and telemetry
+	// gave is the fence of the last grant heard for each waiting token: a
+	// Postgres grant comes twice to a waiter in the releasing process (the
+	// release's answer and the NOTIFY), and is given once.
+	gave  map[string]uint64
+	taken uint64 // grants taken from hand-offs, for tests and telemetry
+	early uint64 // grants given by a release's answer, before their NOTIFY
 }
 
 // handoff is one grant handed to a waiter: its fence, and when its
@@ -45,25 +52,46 @@ type handoff struct {
 }
 
 // heard parses a notification's payload, keeping a hand-off's fence if
-// waiting says a waiter here wants it, and returns the token to wake.
-func (h *handoffs) heard(payload string, waiting func(token string) bool) string {
+// waiting says a waiter here wants it and it was not heard already, and
+// returns the token to wake and whether it kept a grant.
+func (h *handoffs) heard(payload string, waiting func(token string) bool) (string, bool) {
 	token, fence, ok := strings.Cut(payload, " ")
 	if !ok {
-		return payload
+		return payload, false
 	}
 	f, err := strconv.ParseUint(fence, 10, 64)
 	if err != nil || f == 0 {
-		return token
+		return token, false
 	}
 	// waiting is asked under mu, so that a waiter that stops waiting and
 	// then takes its token's entry (Subscribe's stop) leaves none behind.
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !waiting(token) {
-		return token
+	if !waiting(token) || h.gave[token] == f {
+		// A grant heard twice is given once: given again after its
+		// waiter took it, a Lock that gave back a dead grant and asks
+		// again under the same ID would take a hold already released.
+		return token, false
 	}
+	if h.gave == nil {
+		h.gave = map[string]uint64{}
+	}
+	h.gave[token] = f
 	h.give(token, handoff{fence: f})
-	return token
+	return token, true
+}
+
+// stopped takes token's entries as its call stops waiting, reporting
+// whether a hand-off was left untaken.
+func (h *handoffs) stopped(token string) bool {
+	if h == nil {
+		return false
+	}
+	_, ok := h.take(token)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.gave, token)
+	return ok
 }
 
 // give keeps token's hand-off. Callers hold h.mu.
@@ -118,6 +146,32 @@ func (h *handoffs) take(token string) (handoff, bool) {
 		h.taken++
 	}
 	return g, ok
+}
+
+// handedHere gives the grants that a release here made ("token fence",
+// comma-separated, as the release function returns them) to the waiters
+// of this process among them, and wakes them: the NOTIFY that carries
+// each grant too reaches them later, a round trip through the server
+// and its LISTEN connection that a hand-off in this process need not
+// wait for. heard gives each grant once, whichever comes first; waiters
+// of other processes hear theirs by NOTIFY.
+func (d *sqlDriver) handedHere(granted string) {
+	if d.handoffs == nil || d.hub == nil {
+		return
+	}
+	for _, g := range strings.Split(granted, ",") {
+		if token, ok := d.handoffs.heard(g, d.hub.Waiting); ok {
+			d.handoffs.gaveEarly()
+			d.hub.Notify(token)
+		}
+	}
+}
+
+// gaveEarly counts a grant given by a release's answer.
+func (h *handoffs) gaveEarly() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.early++
 }
 
 // handedOff returns r's grant if a release handed the key to it.

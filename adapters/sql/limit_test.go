@@ -355,7 +355,7 @@ func TestLocalQueueLimitedRun(t *testing.T) {
 	}
 }
 
-// Postgres's hand-off (locker_locks_handoff_v3, run here by an Exclusive
+// Postgres's hand-off (locker_locks_handoff_v4, run here by an Exclusive
 // release) grants no Limited waiter: it wakes those it admits, the first
 // n of them (n: the first one's Limit, no Limited holder being left), and
 // leaves their places for them to look.

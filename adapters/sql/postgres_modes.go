@@ -103,7 +103,7 @@ BEGIN
 	ELSE
 		UPDATE {t} SET fence = top, expires_at = e WHERE "key" = k AND owner = '';
 	END IF;
-	PERFORM "{tn}_handoff_v3"(k);
+	PERFORM "{tn}_handoff_v4"(k);
 	RETURN CASE WHEN e IS NULL THEN 2 ELSE 1 END;
 END $fn$;`
 
@@ -114,23 +114,24 @@ END $fn$;`
 	// release's statement waited was not woken, and waited seconds for its
 	// fallback.)
 	pgExclusiveFuncs = `;
-CREATE OR REPLACE FUNCTION "{tn}_xrelease_v4"(k text, o text, f bigint, id text)
-RETURNS TABLE (r_deleted bigint, r_decremented bigint, r_notified bigint, r_exists boolean) LANGUAGE plpgsql AS $fn$
+CREATE OR REPLACE FUNCTION "{tn}_xrelease_v5"(k text, o text, f bigint, id text)
+RETURNS TABLE (r_deleted bigint, r_decremented bigint, r_granted text, r_exists boolean) LANGUAGE plpgsql AS $fn$
 DECLARE
 	dd bigint;
 	uu bigint := 0;
+	g text := '';
 BEGIN
 	PERFORM pg_advisory_xact_lock(hashtext('{tn}'), hashtext(k));
 	DELETE FROM {t} WHERE "key" = k AND owner = o AND (f = 0 OR fence = f) AND ids = ' ' || id || ' ';
 	GET DIAGNOSTICS dd = ROW_COUNT;
 	IF dd > 0 THEN
-		PERFORM "{tn}_handoff_v3"(k);
+		g := "{tn}_handoff_v4"(k);
 	ELSE
 		UPDATE {t} SET holds = holds - 1, ids = replace(ids, ' ' || id || ' ', ' ')
 			WHERE "key" = k AND owner = o AND (f = 0 OR fence = f) AND strpos(ids, ' ' || id || ' ') > 0;
 		GET DIAGNOSTICS uu = ROW_COUNT;
 	END IF;
-	RETURN QUERY SELECT dd, uu, 0::bigint, false;
+	RETURN QUERY SELECT dd, uu, g, false;
 END $fn$;
 CREATE OR REPLACE FUNCTION "{tn}_xexpire_v1"(text, text, bigint)
 RETURNS TABLE (r_deleted bigint, r_notified bigint) LANGUAGE plpgsql AS $fn$
@@ -156,11 +157,14 @@ END $fn$;` + pgHandoffFunc
 	// (its Limited holders', else the first such waiter's) counting the
 	// Limited holders, are woken by their tokens, and look (limit.go); the
 	// other modes' waiters behind a Limited holder or waiter are not
-	// admitted.
+	// admitted. It returns the grants as their notifications carry them,
+	// "token fence", separated by commas, so that a release can hand them
+	// to its own process's waiters at once (pgHandedHere).
 	pgHandoffFunc = `
-CREATE OR REPLACE FUNCTION "{tn}_handoff_v3"(k text)
-RETURNS void LANGUAGE plpgsql AS $fn$
+CREATE OR REPLACE FUNCTION "{tn}_handoff_v4"(k text)
+RETURNS text LANGUAGE plpgsql AS $fn$
 DECLARE
+	granted text := '';
 	w record;
 	f bigint;
 	e timestamptz;
@@ -171,7 +175,7 @@ DECLARE
 	lims integer; -- the key's Limit
 BEGIN
 	IF EXISTS (SELECT 1 FROM {t} WHERE "key" = k AND owner <> '' AND expires_at > {now}) THEN
-		RETURN;
+		RETURN granted;
 	END IF;
 	DELETE FROM {h} WHERE "key" = k AND expires_at <= {now};
 	SELECT coalesce(bit_or(1 << mode), 0), count(*) FILTER (WHERE mode = 4), max(lim) FILTER (WHERE mode = 4)
@@ -208,10 +212,12 @@ BEGIN
 		END IF;
 		held := held | (1 << w.mode);
 		PERFORM pg_notify('{tn}', w.token || ' ' || f);
+		granted := granted || w.token || ' ' || f || ',';
 	END LOOP;
 	IF top IS NOT NULL THEN -- the modal header, once for every holder granted here
 		INSERT INTO {t} AS l ("key", owner, fence, holds, ids, expires_at) VALUES (k, '', top, 1, ' ', last)
 			ON CONFLICT ("key") DO UPDATE SET owner = '', fence = top, holds = 1, ids = ' ', expires_at = GREATEST(l.expires_at, last);
 	END IF;
+	RETURN granted;
 END $fn$;`
 )

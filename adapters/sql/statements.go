@@ -119,18 +119,25 @@ func runAcquire(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Gr
 }
 
 // runRelease is one attempt of q.release.
+// Its third column is what it handed over: the statements' count of
+// waiters woken, Postgres's function's grants ("token fence,…"), which
+// go to this process's waiters at once (handedHere).
 func runRelease(ctx context.Context, h *hold) (ok, freed bool, err error) {
 	var (
-		deleted, decremented, notified int
-		exists                         bool
+		deleted, decremented int
+		granted              string
+		exists               bool
 	)
 	q, lane := h.d.lane(h.d.q.release, h.d.q.releaseLane)
-	err = row(h.d.db.QueryRowContext(ctx, q, h.key, h.owner, int64(h.fence), h.id), &deleted, &decremented, &notified, &exists)
+	err = row(h.d.db.QueryRowContext(ctx, q, h.key, h.owner, int64(h.fence), h.id), &deleted, &decremented, &granted, &exists)
 	if lane && err != nil && h.d.offLane(err) == nil {
 		return runRelease(ctx, h) // the lane is off now: the statement
 	}
 	if err == nil && deleted+decremented == 0 && exists {
 		err = errRace
+	}
+	if err == nil && lane {
+		h.d.handedHere(granted)
 	}
 	return deleted+decremented > 0, deleted > 0, err
 }
