@@ -168,8 +168,10 @@ func (z *zkDriver) enqueue(ctx context.Context, s *session, parent, floor, owner
 	if !exists {
 		return nil, nil, errGone
 	}
+	// A raise's touch of our node before our watch on it was set shows
+	// as a write (floor.go): the watch will not fire for it.
 	n := &node{parent: parent, name: path[len(parent)+1:], path: path, fence: uint64(stat.Czxid), session: stat.EphemeralOwner, watch: watch,
-		changed: list.Pzxid > stat.Czxid}
+		changed: list.Pzxid > stat.Czxid, touched: touched(stat)}
 	if n.floored = len(offset) > 0; n.floored {
 		if n.offset, err = strconv.ParseInt(string(offset), 10, 64); err != nil {
 			return nil, nil, backendErr("read fence offset", err)
