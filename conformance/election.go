@@ -238,7 +238,9 @@ func checkElectionLeaderCrash(e *env) error {
 	if err := e.h.Crash(e.ctx, ls[0]); err != nil {
 		return fmt.Errorf("Crash: %w", err)
 	}
-	if err := waitDone(old, slack); err != nil {
+	// By its Deadline, which a renewal may have set up to a TTL past the
+	// crash; slack for a loaded machine's late timers.
+	if err := waitDone(old, time.Until(old.Deadline())+slack); err != nil {
 		return err
 	}
 	lead := <-next

@@ -73,7 +73,9 @@ func waitDone(lease locker.Lease, d time.Duration) error {
 	case <-lease.Done():
 		return nil
 	case <-time.After(d):
-		return fmt.Errorf("lease on %q still not done %v after its deadline %v", lease.Key(), d, lease.Deadline())
+		deadline := lease.Deadline()
+		return fmt.Errorf("lease on %q still not done after %v, %v after its deadline %v",
+			lease.Key(), d, time.Since(deadline).Round(time.Millisecond), deadline)
 	}
 }
 
