@@ -73,7 +73,7 @@
 // commonest of them (a new holder that the holders and waiters before it
 // admit, and a release) are one call of a routine the schema adds
 // (PL/pgSQL functions locker_locks_grant_v6, which also refuses and keeps
-// a waiter's place, and locker_locks_release_v7; MySQL procedures
+// a waiter's place, and locker_locks_release_v8; MySQL procedures
 // locker_locks_grant_v3 and locker_locks_release_v3, which need CREATE
 // ROUTINE once and EXECUTE: without them, the transaction serves every
 // call, as correct and slower). On Postgres the Exclusive release and

@@ -38,7 +38,7 @@ type handoffs struct {
 	found map[string]bool // calls that took a hold under their ID from the database before it was handed over
 	// gave is the fence of the last grant heard for each waiting token: a
 	// Postgres grant comes twice to a waiter in the releasing process (the
-	// release's answer and the NOTIFY), and is given once.
+	// release's answer and the NOTIFY), in either order, and is given once.
 	gave  map[string]uint64
 	taken uint64 // grants taken from hand-offs, for tests and telemetry
 	early uint64 // grants given by a release's answer, before their NOTIFY
@@ -67,10 +67,13 @@ func (h *handoffs) heard(payload string, waiting func(token string) bool) (strin
 	// then takes its token's entry (Subscribe's stop) leaves none behind.
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !waiting(token) || h.gave[token] == f {
+	if !waiting(token) || f <= h.gave[token] {
 		// A grant heard twice is given once: given again after its
 		// waiter took it, a Lock that gave back a dead grant and asks
 		// again under the same ID would take a hold already released.
+		// Nor does a late copy of an earlier grant (its fence lower:
+		// one sequence draws them, and a call is granted again only
+		// after it gave the last back) replace a later one.
 		return token, false
 	}
 	if h.gave == nil {

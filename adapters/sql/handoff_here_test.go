@@ -55,3 +55,39 @@ func TestPostgresReleaseHandsOverInProcess(t *testing.T) {
 	}
 	t.Logf("grants given by a release's answer before their NOTIFY: %d", d.handoffs.earlyCount()-early)
 }
+
+// A grant comes twice to a waiter of the releasing process, the two
+// copies in either order: each is given once, and a late copy of an
+// earlier grant (one given back dead, the call queued again under the
+// same ID and granted anew) does not replace the later grant.
+func TestHandoffsGiveEachGrantOnce(t *testing.T) {
+	var h handoffs
+	waiting := true
+	heard := func(payload string, want bool) {
+		t.Helper()
+		if _, gave := h.heard(payload, func(string) bool { return waiting }); gave != want {
+			t.Fatalf("heard %q: gave %v, want %v", payload, gave, want)
+		}
+	}
+	take := func(want uint64) {
+		t.Helper()
+		g, ok := h.take("X")
+		if got := map[bool]uint64{true: g.fence}[ok]; got != want {
+			t.Fatalf("took fence %d (%v), want %d", g.fence, ok, want)
+		}
+	}
+	heard("X 5", true)
+	take(5)
+	heard("X 5", false) // the other copy, after the grant was taken
+	heard("X 9", true)  // granted anew, after it gave 5 back
+	heard("X 5", false) // a late copy of the first
+	take(9)
+	heard("X 9", false)
+	take(0)
+	if h.stopped("X") {
+		t.Fatal("a hand-off left after both were taken")
+	}
+	waiting = false
+	heard("X 12", false) // the call stopped waiting
+	take(0)
+}

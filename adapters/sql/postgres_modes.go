@@ -8,7 +8,7 @@ package sql
 // is a new function, and a process of the older version keeps its own.
 const (
 	pgGrantFast   = `SELECT "{tn}_grant_v6"($1, $2, $3, $4, $5, $6, $7)`
-	pgReleaseFast = `SELECT "{tn}_release_v7"($1, $2, $3, $4, $5)`
+	pgReleaseFast = `SELECT "{tn}_release_v8"($1, $2, $3, $4, $5)`
 	pgModeFuncs   = `
 CREATE OR REPLACE FUNCTION "{tn}_grant_v6"(k text, o text, id text, m integer, compat integer, ttl bigint, tok text)
 RETURNS bigint LANGUAGE plpgsql AS $fn$
@@ -66,7 +66,7 @@ BEGIN
 	END IF;
 	RETURN f;
 END $fn$;
-CREATE OR REPLACE FUNCTION "{tn}_release_v7"(k text, o text, m integer, f bigint, id text)
+CREATE OR REPLACE FUNCTION "{tn}_release_v8"(k text, o text, m integer, f bigint, id text)
 RETURNS integer LANGUAGE plpgsql AS $fn$
 BEGIN
 	IF m = 4 THEN -- Limited: the transaction's
@@ -88,9 +88,9 @@ BEGIN
 	IF m = 1 AND EXISTS (SELECT 1 FROM {h} WHERE "key" = k AND mode = 1 AND expires_at > {now}) THEN
 		RETURN 1;
 	END IF;
-	RETURN "{tn}_released_v3"(k); -- the rest: the header and the hand-off (the lock is re-entrant)
+	RETURN "{tn}_released_v4"(k); -- the rest: the header and the hand-off (the lock is re-entrant)
 END $fn$;
-CREATE OR REPLACE FUNCTION "{tn}_released_v3"(k text)
+CREATE OR REPLACE FUNCTION "{tn}_released_v4"(k text)
 RETURNS integer LANGUAGE plpgsql AS $fn$
 DECLARE
 	e timestamptz;
