@@ -85,6 +85,7 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 		return driver.Grant{}, err
 	case g.Hold != nil:
 		c.mayHold = true // should the call fail after all (Close came first)
+		d.handoffs.held(r.ID, g.Fence, d.hub.Waiting)
 		return g, d.settle(ctx, r, c)
 	}
 	if token != "" && d.handoffs != nil {

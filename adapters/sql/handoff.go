@@ -84,6 +84,32 @@ func (h *handoffs) heard(payload string, waiting func(token string) bool) (strin
 	return token, true
 }
 
+// held records that token's call holds the grant of fence f, which its
+// own statement found under its ID (a release granted it as the
+// statement ran): the hand-off of that grant, heard before or after, is
+// not given (a call that gives the grant back, dead, would take it
+// again, and waste a try on it). Only for a waiting call, whose entries
+// stopped takes.
+func (h *handoffs) held(token string, f uint64, waiting func(token string) bool) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !waiting(token) {
+		return
+	}
+	if g, ok := h.m[token]; ok && g.fence <= f {
+		delete(h.m, token)
+	}
+	if f > h.gave[token] {
+		if h.gave == nil {
+			h.gave = map[string]uint64{}
+		}
+		h.gave[token] = f
+	}
+}
+
 // stopped takes token's entries as its call stops waiting, reporting
 // whether a hand-off was left untaken.
 func (h *handoffs) stopped(token string) bool {

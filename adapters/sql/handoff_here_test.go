@@ -91,3 +91,28 @@ func TestHandoffsGiveEachGrantOnce(t *testing.T) {
 	heard("X 12", false) // the call stopped waiting
 	take(0)
 }
+
+// A grant that the waiter's own statement found under its ID is not
+// given again by its hand-off, heard before or after: a call that gave it
+// back, dead, would take it again and waste a try.
+func TestHandoffsSkipAGrantFoundInTheDatabase(t *testing.T) {
+	var h handoffs
+	waiting := func(string) bool { return true }
+	h.held("X", 5, waiting)
+	if _, gave := h.heard("X 5", waiting); gave {
+		t.Fatal("the hand-off of a grant the call found itself was given")
+	}
+	if _, gave := h.heard("X 7", waiting); !gave {
+		t.Fatal("a later grant was not given")
+	}
+	if _, gave := h.heard("Y 4", waiting); !gave {
+		t.Fatal("Y's grant was not given")
+	}
+	h.held("Y", 4, waiting)
+	if g, ok := h.take("Y"); ok {
+		t.Fatalf("Y's hand-off (fence %d) left after its statement found the grant", g.fence)
+	}
+	if g, ok := h.take("X"); !ok || g.fence != 7 {
+		t.Fatalf("X's later grant: %d (%v), want 7", g.fence, ok)
+	}
+}
