@@ -316,20 +316,21 @@ func (d *redisDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan 
 		return d.sub.hub.Subscribe(ctx, d.sub.waiter(r))
 	}
 	ch := d.shardChannel(r.Space, r.Key)
-	if err := d.shards.join(ctx, ch); err != nil {
+	s, err := d.shards.join(ctx, ch)
+	if err != nil {
 		return nil, nil, err
 	}
 	wake, stop, err := d.sub.hub.Subscribe(ctx, d.sub.waiter(r))
 	if err != nil {
-		d.shards.leave(ch)
+		d.shards.leave(ch, s)
 		return nil, nil, err
 	}
-	return wake, func() { stop(); d.shards.leave(ch) }, nil
+	return wake, func() { stop(); d.shards.leave(ch, s) }, nil
 }
 
 // Listening is true once the Locker's channel is up: later waits then
 // subscribe for free, and queue from their first attempt. (A lock's shard
-// channel costs a round trip each time: never.)
+// channel may have to be subscribed first, a round trip: never.)
 func (d *redisDriver) Listening() bool { return d.shards == nil && d.sub.live() }
 
 // Close closes the subscription (and the client, if Open made it).

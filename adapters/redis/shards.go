@@ -1,9 +1,11 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"strings"
 	"sync"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -14,8 +16,15 @@ import (
 // pub/sub: the scripts SPUBLISH on the lock's own channel (in the lock's
 // slot, so on its master alone), and a Locker listens on the channel of
 // each lock it has waiters of, one subscription (one connection to that
-// lock's master) shared by them and ended with the last: a cluster relays
-// no release to every node, as it does a PUBLISH.
+// lock's master) shared by them and ended shardLinger after the last
+// leaves: a cluster relays no release to every node, as it does a
+// PUBLISH. The linger keeps a lock waited for again and again on one
+// subscription: ended with its last waiter, each contended Lock of a
+// Locker that waits alone opened a connection, HELLO and SSUBSCRIBE anew
+// (2,000 connections in 2,000 hand-offs of 8 Lockers).
+
+// shardLinger is how long a shard subscription outlives its last waiter.
+const shardLinger = time.Second
 
 // wake is what the scripts are told to publish on for key in space: the
 // Locker channels' prefix, or "s:" and the lock's shard channel.
@@ -33,8 +42,9 @@ func (d *redisDriver) shardChannel(space driver.Space, key string) string {
 
 // shards holds a Locker's shard subscriptions, by channel.
 type shards struct {
-	cc  *goredis.ClusterClient
-	sub *subscriber // whose hub the messages wake
+	cc     *goredis.ClusterClient
+	sub    *subscriber   // whose hub the messages wake
+	linger time.Duration // shardLinger, or a test's
 
 	mu   sync.Mutex
 	subs map[string]*shardSub
@@ -46,12 +56,14 @@ type shardSub struct {
 	err   error
 	ps    *goredis.PubSub
 	users int
+	idle  *time.Timer   // ends it once it has had no user for the linger
 	done  chan struct{} // closed when its dispatch returns
 }
 
 // join subscribes channel for one more waiter, and returns once the
-// server confirmed it (or ctx ended: then the waiter is not counted).
-func (x *shards) join(ctx context.Context, channel string) error {
+// server confirmed it (or ctx ended: then the waiter is not counted),
+// with the subscription to leave when the waiter is done.
+func (x *shards) join(ctx context.Context, channel string) (*shardSub, error) {
 	x.mu.Lock()
 	s := x.subs[channel]
 	if s == nil {
@@ -59,20 +71,23 @@ func (x *shards) join(ctx context.Context, channel string) error {
 		x.subs[channel] = s
 		go x.open(channel, s)
 	}
-	s.users++
+	if s.users++; s.idle != nil {
+		s.idle.Stop() // should it fire meanwhile, it finds a user and keeps s
+		s.idle = nil
+	}
 	x.mu.Unlock()
 	select {
 	case <-s.ready:
 		if s.err == nil {
-			return nil
+			return s, nil
 		}
 	case <-ctx.Done():
 	}
-	x.leave(channel)
+	x.leave(channel, s)
 	if s.err != nil {
-		return backendErr(ctx, s.err)
+		return nil, backendErr(ctx, s.err)
 	}
-	return backendErr(ctx, ctx.Err())
+	return nil, backendErr(ctx, ctx.Err())
 }
 
 // open subscribes channel and dispatches its messages until it closes.
@@ -109,28 +124,32 @@ func (x *shards) open(channel string, s *shardSub) {
 	}
 }
 
-// leave counts a waiter out of channel; the last closes it.
-func (x *shards) leave(channel string) {
+// leave counts a waiter out of s, channel's subscription; the linger
+// after the last closes it. (One that failed is gone already.)
+func (x *shards) leave(channel string, s *shardSub) {
 	x.mu.Lock()
-	s := x.subs[channel]
-	if s == nil {
+	defer x.mu.Unlock()
+	if x.subs[channel] != s {
+		return
+	}
+	if s.users--; s.users == 0 {
+		s.idle = time.AfterFunc(cmp.Or(x.linger, shardLinger), func() { x.expire(channel, s) })
+	}
+}
+
+// expire closes s, channel's subscription, if it still has no user.
+func (x *shards) expire(channel string, s *shardSub) {
+	x.mu.Lock()
+	if x.subs[channel] != s || s.users > 0 {
 		x.mu.Unlock()
 		return
 	}
-	s.users--
-	last := s.users == 0
-	if last {
-		delete(x.subs, channel)
-	}
+	delete(x.subs, channel)
 	x.mu.Unlock()
-	if last {
-		go func() {
-			<-s.ready
-			if s.ps != nil {
-				_ = s.ps.Close()
-				<-s.done
-			}
-		}()
+	<-s.ready
+	if s.ps != nil {
+		_ = s.ps.Close()
+		<-s.done
 	}
 }
 
@@ -139,6 +158,11 @@ func (x *shards) close() {
 	x.mu.Lock()
 	subs := x.subs
 	x.subs = map[string]*shardSub{}
+	for _, s := range subs {
+		if s.idle != nil {
+			s.idle.Stop()
+		}
+	}
 	x.mu.Unlock()
 	for _, s := range subs {
 		<-s.ready

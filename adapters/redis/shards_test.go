@@ -1,0 +1,59 @@
+package redis
+
+import (
+	"crypto/rand"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/locker-go/locker/driver"
+	"github.com/locker-go/locker/internal/testenv"
+)
+
+// A lock's shard subscription outlives its last waiter by the linger, so
+// that a lock waited for again and again keeps one subscription (one
+// connection to its master): a waiter that comes within the linger takes
+// the same one, which ends once the linger passes with nobody on it.
+func TestShardSubscriptionLingers(t *testing.T) {
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{
+		Addrs: strings.Split(testenv.URL(t, "LOCKER_TEST_REDIS_CLUSTER").Host, ","), DialTimeout: time.Second,
+	})
+	t.Cleanup(func() { cc.Close() })
+	x := &shards{cc: cc, sub: newSubscriber(cc, "locker-shards-test:", &driver.Log{}), subs: map[string]*shardSub{}, linger: time.Hour}
+	t.Cleanup(x.close)
+	ctx := t.Context()
+	ch := "locker-shards-test:w:{" + rand.Text() + "}"
+	first, err := x.join(ctx, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.leave(ch, first)
+	again, err := x.join(ctx, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again != first {
+		t.Fatal("a waiter within the linger subscribed anew")
+	}
+	x.mu.Lock()
+	x.linger = time.Millisecond
+	x.mu.Unlock()
+	x.leave(ch, again)
+	testenv.Signalled(t, first.done, "the subscription's end after the linger")
+	x.mu.Lock()
+	_, kept := x.subs[ch]
+	x.mu.Unlock()
+	if kept {
+		t.Fatal("the ended subscription is still the channel's")
+	}
+	next, err := x.join(ctx, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next == first {
+		t.Fatal("a waiter after the linger got the ended subscription")
+	}
+	x.leave(ch, next)
+}
