@@ -41,7 +41,6 @@ type handoffs struct {
 	// release's answer and the NOTIFY), in either order, and is given once.
 	gave  map[string]uint64
 	taken uint64 // grants taken from hand-offs, for tests and telemetry
-	early uint64 // grants given by a release's answer, before their NOTIFY
 }
 
 // handoff is one grant handed to a waiter: its fence, and when its
@@ -76,12 +75,17 @@ func (h *handoffs) heard(payload string, waiting func(token string) bool) (strin
 		// after it gave the last back) replace a later one.
 		return token, false
 	}
+	h.mark(token, f)
+	h.give(token, handoff{fence: f})
+	return token, true
+}
+
+// mark records f as the last grant given to token. Callers hold h.mu.
+func (h *handoffs) mark(token string, f uint64) {
 	if h.gave == nil {
 		h.gave = map[string]uint64{}
 	}
 	h.gave[token] = f
-	h.give(token, handoff{fence: f})
-	return token, true
 }
 
 // held records that token's call holds the grant of fence f, which its
@@ -103,10 +107,7 @@ func (h *handoffs) held(token string, f uint64, waiting func(token string) bool)
 		delete(h.m, token)
 	}
 	if f > h.gave[token] {
-		if h.gave == nil {
-			h.gave = map[string]uint64{}
-		}
-		h.gave[token] = f
+		h.mark(token, f)
 	}
 }
 
@@ -190,17 +191,9 @@ func (d *sqlDriver) handedHere(granted string) {
 	}
 	for _, g := range strings.Split(granted, ",") {
 		if token, ok := d.handoffs.heard(g, d.hub.Waiting); ok {
-			d.handoffs.gaveEarly()
 			d.hub.Notify(token)
 		}
 	}
-}
-
-// gaveEarly counts a grant given by a release's answer.
-func (h *handoffs) gaveEarly() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.early++
 }
 
 // handedOff returns r's grant if a release handed the key to it.

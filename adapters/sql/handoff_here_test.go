@@ -26,13 +26,12 @@ func TestPostgresReleaseHandsOverInProcess(t *testing.T) {
 	}
 	r, wake, stop, _ := waiting(t, d, key)
 	defer stop()
-	early := d.handoffs.earlyCount()
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	g, ok := d.handoffs.take(r.ID)
 	if !ok {
-		t.Fatalf("no hand-off for the waiter when Unlock returned (%d given by a release before)", early)
+		t.Fatal("no hand-off for the waiter when Unlock returned")
 	}
 	if g.fence <= holder.Fence() {
 		t.Fatalf("handed fence %d, not above the holder's %d", g.fence, holder.Fence())
@@ -53,7 +52,6 @@ func TestPostgresReleaseHandsOverInProcess(t *testing.T) {
 	if err := hd.Release(ctx); err != nil {
 		t.Fatalf("the handed hold: %v", err)
 	}
-	t.Logf("grants given by a release's answer before their NOTIFY: %d", d.handoffs.earlyCount()-early)
 }
 
 // A grant comes twice to a waiter of the releasing process, the two

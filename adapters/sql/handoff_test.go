@@ -292,9 +292,3 @@ func TestHandOffOrphanReleased(t *testing.T) {
 		t.Fatal("a hand-off kept for a waiter that is gone")
 	}
 }
-
-func (h *handoffs) earlyCount() uint64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.early
-}
