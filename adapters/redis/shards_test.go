@@ -17,10 +17,7 @@ import (
 // connection to its master): a waiter that comes within the linger takes
 // the same one, which ends once the linger passes with nobody on it.
 func TestShardSubscriptionLingers(t *testing.T) {
-	cc := goredis.NewClusterClient(&goredis.ClusterOptions{
-		Addrs: strings.Split(testenv.URL(t, "LOCKER_TEST_REDIS_CLUSTER").Host, ","), DialTimeout: time.Second,
-	})
-	t.Cleanup(func() { cc.Close() })
+	cc := dialCluster(t)
 	x := &shards{cc: cc, sub: newSubscriber(cc, "locker-shards-test:", &driver.Log{}), subs: map[string]*shardSub{}, linger: time.Hour}
 	t.Cleanup(x.close)
 	ctx := t.Context()
@@ -56,4 +53,13 @@ func TestShardSubscriptionLingers(t *testing.T) {
 		t.Fatal("a waiter after the linger got the ended subscription")
 	}
 	x.leave(ch, next)
+}
+
+// dialCluster is a client of the test cluster, closed when t ends.
+func dialCluster(t *testing.T) *goredis.ClusterClient {
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{
+		Addrs: strings.Split(testenv.URL(t, "LOCKER_TEST_REDIS_CLUSTER").Host, ","), DialTimeout: time.Second,
+	})
+	t.Cleanup(func() { cc.Close() })
+	return cc
 }

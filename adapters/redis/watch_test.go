@@ -3,11 +3,7 @@ package redis
 import (
 	"context"
 	"crypto/rand"
-	"strings"
 	"testing"
-	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/driver"
@@ -19,10 +15,7 @@ import (
 // SPUBLISH in the election's slot.
 func TestWatchHearsAnnouncements(t *testing.T) {
 	cluster := &redisDriver{prefix: "locker-watch-test:"}
-	cc := goredis.NewClusterClient(&goredis.ClusterOptions{
-		Addrs: strings.Split(testenv.URL(t, "LOCKER_TEST_REDIS_CLUSTER").Host, ","), DialTimeout: time.Second,
-	})
-	t.Cleanup(func() { cc.Close() })
+	cc := dialCluster(t)
 	cluster.client = cc
 	cluster.sub = newSubscriber(cc, cluster.wakePrefix(), &cluster.Log)
 	cluster.shards = &shards{cc: cc, sub: cluster.sub, subs: map[string]*shardSub{}}
