@@ -3,6 +3,7 @@ package locker
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -61,6 +62,38 @@ func (n notifying) Subscribe(context.Context, *driver.Request) (<-chan struct{},
 }
 
 func (n notifying) Listening() bool { return false }
+
+// keyListening is a notifying driver whose subscriptions cost no round
+// trip for one key alone (driver.KeyListener), though Listening says no.
+type keyListening struct {
+	notifying
+	free string
+}
+
+func (k keyListening) ListeningFor(r *driver.Request) bool { return r.Key == k.free }
+
+// A KeyListener is asked per request: a Lock on a key it listens for
+// subscribes before its first attempt, which queues; on another key the
+// first attempt comes first, unqueued, as where Listening is false.
+func TestLockAsksListeningPerKey(t *testing.T) {
+	for _, tc := range []struct {
+		key    string
+		queued []bool
+	}{{"free", []bool{true, true}}, {"other", []bool{false, true}}} {
+		s := &scripted{grantAt: 2, retry: time.Hour, wake: make(chan struct{}, 1)}
+		s.wake <- struct{}{} // the release the refused, queued attempt waits for
+		l := New(keyListening{notifying{s}, "free"})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if _, err := l.Lock(ctx, tc.key); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		l.Close()
+		if s.subscribed != 1 || !slices.Equal(s.queued, tc.queued) {
+			t.Errorf("Lock(%q): %d subscriptions, Queue per attempt %v; want 1 and %v", tc.key, s.subscribed, s.queued, tc.queued)
+		}
+	}
+}
 
 func TestLockUncontendedDoesNotSubscribe(t *testing.T) {
 	s := &scripted{grantAt: 1, wake: make(chan struct{}, 1)}

@@ -31,7 +31,7 @@ func (p *portable) wait(ctx context.Context, r *driver.Request) (granted, error)
 		r.Queue = err == nil
 		return stop, err
 	}
-	if p.notifier != nil && p.notifier.Listening() {
+	if p.listening(r) {
 		stop, err := subscribe()
 		if err != nil {
 			return granted{}, err
@@ -81,4 +81,14 @@ func (p *portable) wait(ctx context.Context, r *driver.Request) (granted, error)
 			return granted{}, fmt.Errorf("%w: %q: %w", ErrLocked, r.Key, ctx.Err())
 		}
 	}
+}
+
+// listening reports whether subscribing for r costs no round trip now
+// (driver.KeyListener, else driver.Notifier's Listening); false without a
+// Notifier.
+func (p *portable) listening(r *driver.Request) bool {
+	if kl, ok := p.notifier.(driver.KeyListener); ok {
+		return kl.ListeningFor(r)
+	}
+	return p.notifier != nil && p.notifier.Listening()
 }

@@ -121,6 +121,19 @@ type Notifier interface {
 	Listening() bool
 }
 
+// KeyListener is implemented by Notifiers for which whether Subscribe
+// costs a round trip depends on the request: a Redis Cluster Locker
+// subscribes each lock's shard channel, and keeps it a while after its
+// last waiter. Lock then asks ListeningFor(r) in place of Listening, so
+// that a key waited for again and again subscribes and queues from its
+// first attempt, and a key nobody waited for lately still costs an
+// uncontended Lock one round trip.
+type KeyListener interface {
+	Notifier
+	// ListeningFor reports whether Subscribe(ctx, r) costs no round trip now.
+	ListeningFor(r *Request) bool
+}
+
 // Expirer is implemented by holds that the backend does not end by itself
 // at the deadline (a ZooKeeper node lives as long as its session): Expire
 // is called once, when the lease reaches its deadline unrenewed, after any

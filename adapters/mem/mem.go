@@ -77,7 +77,7 @@ var (
 	_ driver.ModeKeeper     = (*memDriver)(nil)
 	_ driver.Batcher        = (*memDriver)(nil)
 	_ driver.BatchRefresher = (*memDriver)(nil)
-	_ driver.Notifier       = (*memDriver)(nil)
+	_ driver.KeyListener    = (*memDriver)(nil)
 	_ driver.Watcher        = (*memDriver)(nil)
 	_ driver.Admin          = (*memDriver)(nil)
 )
@@ -164,6 +164,10 @@ func (d *memDriver) Subscribe(_ context.Context, r *driver.Request) (<-chan stru
 
 // Listening is true: subscribing costs no round trip in process.
 func (d *memDriver) Listening() bool { return true }
+
+// ListeningFor is true for every request, as Listening is: a driver whose
+// subscriptions cost by key (driver.KeyListener) answers per request.
+func (d *memDriver) ListeningFor(*driver.Request) bool { return true }
 
 // changed wakes n's subscribers (each looks again: rule 3 of
 // driver.ModeKeeper picks who gets it) and forgets an empty entry.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -282,4 +283,85 @@ func TestClusterReleaseHandsOff(t *testing.T) {
 		defer lockers[i].Close()
 	}
 	checkHandOff(t, lockers, calls, nil, nil)
+}
+
+// A Lock on a key whose shard subscription is still up after an earlier
+// wait (driver.KeyListener) subscribes before its first attempt, which
+// queues it: one acquire script per contended Lock, where a Lock that
+// had to subscribe first made a refused attempt, then a queued one.
+func TestClusterLingeringWaitQueuesAtOnce(t *testing.T) {
+	scripts := &scriptCounter{}
+	lockers := make([]locker.Locker, 2)
+	for i := range lockers {
+		o := &goredis.ClusterOptions{Addrs: clusterAddrs(t)}
+		if i == 1 {
+			o.NewClient = func(o *goredis.Options) *goredis.Client {
+				n := goredis.NewClient(o)
+				n.AddHook(scripts)
+				return n
+			}
+		}
+		c := goredis.NewClusterClient(o)
+		t.Cleanup(func() { c.Close() })
+		var err error
+		// An hour's linger: the second wait must find the first's subscription.
+		lockers[i], err = lockredis.New(c, lockredis.WithPrefix(prefix+t.Name()+":"), lockredis.WithShardLinger(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { lockers[i].Close() })
+	}
+	ctx := t.Context()
+	// wait has lockers[1] wait for "k", held by lockers[0], and returns
+	// how many scripts it ran until it was queued.
+	wait := func() int64 {
+		held, err := lockers[0].Lock(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := scripts.n.Load()
+		got := testenv.LockAsync(ctx, lockers[1], "k")
+		for { // until the waiter is queued
+			info, err := lockers[0].(locker.Admin).Status(ctx, "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Waiters == 1 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		ran := scripts.n.Load() - before
+		if err := held.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := testenv.Granted(t, "the waiter", got, 10*time.Second).Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return ran
+	}
+	if n := wait(); n != 2 {
+		t.Errorf("a Lock on a key with no subscription ran %d scripts until queued, want 2 (refused, then queued)", n)
+	}
+	if n := wait(); n != 1 {
+		t.Errorf("a Lock on a key whose subscription lingers ran %d scripts until queued, want 1", n)
+	}
+}
+
+// scriptCounter is the go-redis hook that counts the scripts a client
+// had run (an EVALSHA answered NOSCRIPT, then sent as EVAL, counts once).
+type scriptCounter struct{ n atomic.Int64 }
+
+func (c *scriptCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (c *scriptCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		err := next(ctx, cmd)
+		if name := cmd.Name(); (name == "evalsha" || name == "eval") && !goredis.HasErrorPrefix(err, "NOSCRIPT") {
+			c.n.Add(1)
+		}
+		return err
+	}
+}
+func (c *scriptCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
 }

@@ -115,8 +115,9 @@ type redisDriver struct {
 	prefix      string
 	closeClient bool // Open made the client: Close closes it
 	sub         *subscriber
-	shards      *shards      // a slotted cluster's shard subscriptions (shards.go); else nil
-	logger      *slog.Logger // WithLogger's, for locker.New
+	shards      *shards       // a slotted cluster's shard subscriptions (shards.go); else nil
+	shardLinger time.Duration // shards' linger if set (a test's: export_test.go)
+	logger      *slog.Logger  // WithLogger's, for locker.New
 	driver.Log
 }
 
@@ -132,7 +133,7 @@ func New(client goredis.UniversalClient, opts ...Option) (locker.Locker, error) 
 	}
 	d.sub = newSubscriber(client, d.wakePrefix(), &d.Log)
 	if cc, ok := client.(*goredis.ClusterClient); ok && d.slotted() {
-		d.shards = &shards{cc: cc, sub: d.sub, subs: map[string]*shardSub{}}
+		d.shards = &shards{cc: cc, sub: d.sub, subs: map[string]*shardSub{}, linger: d.shardLinger}
 		d.sub.sharded = true
 	}
 	return locker.New(d, locker.WithLogger(d.logger)), nil
@@ -330,8 +331,23 @@ func (d *redisDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan 
 
 // Listening is true once the Locker's channel is up: later waits then
 // subscribe for free, and queue from their first attempt. (A lock's shard
-// channel may have to be subscribed first, a round trip: never.)
+// channel may have to be subscribed first, a round trip: never; see
+// ListeningFor.)
 func (d *redisDriver) Listening() bool { return d.shards == nil && d.sub.live() }
+
+// ListeningFor is Listening for r; on a slotted cluster, true while r's
+// lock's shard channel is subscribed (by a waiter, or lingering after its
+// last: shards.go), so that a Lock on a key waited for lately subscribes
+// for free and queues from its first attempt, one script where it took
+// two (the first, refused, queued nothing).
+func (d *redisDriver) ListeningFor(r *driver.Request) bool {
+	if d.shards == nil {
+		return d.Listening()
+	}
+	return d.shards.live(d.shardChannel(r.Space, r.Key))
+}
+
+var _ driver.KeyListener = (*redisDriver)(nil)
 
 // Close closes the subscription (and the client, if Open made it).
 func (d *redisDriver) Close(context.Context) error {

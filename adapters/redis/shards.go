@@ -90,6 +90,23 @@ func (x *shards) join(ctx context.Context, channel string) (*shardSub, error) {
 	return nil, backendErr(ctx, ctx.Err())
 }
 
+// live reports whether channel is subscribed: a join now costs no round
+// trip (unless its linger ends first).
+func (x *shards) live(channel string) bool {
+	x.mu.Lock()
+	s := x.subs[channel]
+	x.mu.Unlock()
+	if s == nil {
+		return false
+	}
+	select {
+	case <-s.ready:
+		return s.err == nil
+	default:
+		return false
+	}
+}
+
 // open subscribes channel and dispatches its messages until it closes.
 func (x *shards) open(channel string, s *shardSub) {
 	ps := x.cc.SSubscribe(context.Background(), channel)

@@ -22,11 +22,17 @@ func TestShardSubscriptionLingers(t *testing.T) {
 	t.Cleanup(x.close)
 	ctx := t.Context()
 	ch := "locker-shards-test:w:{" + rand.Text() + "}"
+	if x.live(ch) {
+		t.Fatal("a channel nobody joined is live")
+	}
 	first, err := x.join(ctx, ch)
 	if err != nil {
 		t.Fatal(err)
 	}
 	x.leave(ch, first)
+	if !x.live(ch) {
+		t.Fatal("the subscription is not live within its linger (a Lock would subscribe, a round trip, before its first attempt)")
+	}
 	again, err := x.join(ctx, ch)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +48,7 @@ func TestShardSubscriptionLingers(t *testing.T) {
 	x.mu.Lock()
 	_, kept := x.subs[ch]
 	x.mu.Unlock()
-	if kept {
+	if kept || x.live(ch) {
 		t.Fatal("the ended subscription is still the channel's")
 	}
 	next, err := x.join(ctx, ch)
