@@ -3,6 +3,7 @@ package locker
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -325,6 +326,32 @@ func (n *failingSub) Subscribe(ctx context.Context, r *driver.Request) (<-chan s
 	return n.wake, func() {}, nil
 }
 func (n *failingSub) Listening() bool { return false }
+
+// listeningFailingSub is failingSub whose subscriptions look free.
+type listeningFailingSub struct{ *failingSub }
+
+func (n listeningFailingSub) ListeningFor(*driver.Request) bool { return true }
+
+// A subscription that looked free but fails (a Redis Cluster shard
+// subscription that ended since, its master out of reach) does not fail
+// the Lock: it attempts, unqueued, and subscribes after the refusal, as
+// where subscribing is not free.
+func TestLockOutlivesAFailedFreeSubscription(t *testing.T) {
+	s := &scripted{grantAt: 3, retry: time.Millisecond, wake: make(chan struct{}, 1)}
+	n := listeningFailingSub{&failingSub{scripted: s, fails: 1}}
+	lk := New(n)
+	defer lk.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lease, err := lk.Lock(ctx, "k")
+	if err != nil {
+		t.Fatalf("Lock whose free subscription failed = %v; want the grant", err)
+	}
+	defer lease.Unlock(ctx)
+	if want := []bool{false, true, true}; n.subscribed != 2 || !slices.Equal(s.queued, want) {
+		t.Errorf("%d subscriptions, Queue per attempt %v; want 2 (the first failed) and %v", n.subscribed, s.queued, want)
+	}
+}
 
 // A subscription that fails as unavailable does not fail a Lock whose
 // attempts succeed: it waits on the holder's remaining TTL, subscribes

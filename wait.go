@@ -32,11 +32,13 @@ func (p *portable) wait(ctx context.Context, r *driver.Request) (granted, error)
 		return stop, err
 	}
 	if p.listening(r) {
-		stop, err := subscribe()
-		if err != nil {
-			return granted{}, err
+		// Should the subscription fail after all (a Redis Cluster shard
+		// subscription that ended since ListeningFor said yes, its master
+		// now out of reach), the Lock goes on as where subscribing is not
+		// free: it attempts, unqueued, and subscribes after a refusal.
+		if stop, err := subscribe(); err == nil {
+			defer stop()
 		}
-		defer stop()
 	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
