@@ -28,7 +28,9 @@ func (p *portable) wait(ctx context.Context, r *driver.Request) (granted, error)
 	var wake <-chan struct{}
 	subscribe := func() (stop func(), err error) {
 		wake, stop, err = p.notifier.Subscribe(ctx, r)
-		r.Queue = err == nil
+		if r.Queue = err == nil; err != nil {
+			wake = nil // subscribed again at the next turn
+		}
 		return stop, err
 	}
 	if p.listening(r) {

@@ -266,6 +266,7 @@ func (d *redisDriver) Acquire(ctx context.Context, r *driver.Request) (driver.Gr
 	case -2:
 		return driver.Grant{}, limitMismatch(r, res[1], res[2])
 	case 0:
+		st.refused = true
 		retry := time.Duration(res[1]) * time.Millisecond // 0: expiring now
 		if r.Queue {
 			retry = min(retry, r.TTL/3) // look again in time to keep our place
@@ -277,8 +278,17 @@ func (d *redisDriver) Acquire(ctx context.Context, r *driver.Request) (driver.Gr
 }
 
 // callState is a call's own, between its attempts: when it last sent
-// the acquire script.
-type callState struct{ sent time.Time }
+// the acquire script, and whether an attempt was refused (it waited).
+type callState struct {
+	sent    time.Time
+	refused bool
+}
+
+// waited reports whether r's call was refused at some attempt.
+func waited(r *driver.Request) bool {
+	st, _ := r.State.(*callState)
+	return st != nil && st.refused
+}
 
 // hold is the hold of r, granted under the id call.
 func (d *redisDriver) hold(r *driver.Request, call string, ttl int64) *hold {
@@ -323,10 +333,10 @@ func (d *redisDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan 
 	}
 	wake, stop, err := d.sub.hub.Subscribe(ctx, d.sub.waiter(r))
 	if err != nil {
-		d.shards.leave(ch, s)
+		d.shards.leave(ch, s, false)
 		return nil, nil, err
 	}
-	return wake, func() { stop(); d.shards.leave(ch, s) }, nil
+	return wake, func() { stop(); d.shards.leave(ch, s, waited(r)) }, nil
 }
 
 // Listening is true once the Locker's channel is up: later waits then

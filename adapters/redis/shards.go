@@ -17,8 +17,10 @@ import (
 // slot, so on its master alone), and a Locker listens on the channel of
 // each lock it has waiters of, one subscription (one connection to that
 // lock's master) shared by them and ended shardLinger after the last
-// leaves: a cluster relays no release to every node, as it does a
-// PUBLISH. The linger keeps a lock waited for again and again on one
+// that waited leaves: a cluster relays no release to every node, as it
+// does a PUBLISH. While it is up, a Lock on the key subscribes before its
+// first attempt (ListeningFor), but one granted at that attempt does not
+// make it last longer. The linger keeps a lock waited for again and again on one
 // subscription: ended with its last waiter, each contended Lock of a
 // Locker that waits alone opened a connection, HELLO and SSUBSCRIBE anew
 // (2,000 connections in 2,000 hand-offs of 8 Lockers).
@@ -57,6 +59,7 @@ type shardSub struct {
 	ps    *goredis.PubSub
 	users int
 	idle  *time.Timer   // ends it once it has had no user for the linger
+	until time.Time     // when idle ends it, as the last waiter that waited left it
 	done  chan struct{} // closed when its dispatch returns
 }
 
@@ -81,13 +84,12 @@ func (x *shards) join(ctx context.Context, channel string) (*shardSub, error) {
 		if s.err == nil {
 			return s, nil
 		}
-	case <-ctx.Done():
-	}
-	x.leave(channel, s)
-	if s.err != nil {
+		x.leave(channel, s, false)
 		return nil, backendErr(ctx, s.err)
+	case <-ctx.Done():
+		x.leave(channel, s, false)
+		return nil, backendErr(ctx, ctx.Err())
 	}
-	return nil, backendErr(ctx, ctx.Err())
 }
 
 // live reports whether channel is subscribed: a join now costs no round
@@ -141,16 +143,23 @@ func (x *shards) open(channel string, s *shardSub) {
 	}
 }
 
-// leave counts a waiter out of s, channel's subscription; the linger
-// after the last closes it. (One that failed is gone already.)
-func (x *shards) leave(channel string, s *shardSub) {
+// leave counts a call out of s, channel's subscription; the linger after
+// the last that waited (was refused) closes it. A call that took the key
+// at its first attempt, having joined because the subscription was up
+// (ListeningFor), does not lengthen it: a key contended once and taken
+// uncontended ever since would keep a connection for good. (One that
+// failed is gone already.)
+func (x *shards) leave(channel string, s *shardSub, waited bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.subs[channel] != s {
 		return
 	}
+	if waited || s.until.IsZero() {
+		s.until = time.Now().Add(cmp.Or(x.linger, shardLinger))
+	}
 	if s.users--; s.users == 0 {
-		s.idle = time.AfterFunc(cmp.Or(x.linger, shardLinger), func() { x.expire(channel, s) })
+		s.idle = time.AfterFunc(time.Until(s.until), func() { x.expire(channel, s) })
 	}
 }
 

@@ -29,7 +29,7 @@ func TestShardSubscriptionLingers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x.leave(ch, first)
+	x.leave(ch, first, true)
 	if !x.live(ch) {
 		t.Fatal("the subscription is not live within its linger (a Lock would subscribe, a round trip, before its first attempt)")
 	}
@@ -43,7 +43,7 @@ func TestShardSubscriptionLingers(t *testing.T) {
 	x.mu.Lock()
 	x.linger = time.Millisecond
 	x.mu.Unlock()
-	x.leave(ch, again)
+	x.leave(ch, again, true)
 	testenv.Signalled(t, first.done, "the subscription's end after the linger")
 	x.mu.Lock()
 	_, kept := x.subs[ch]
@@ -58,7 +58,7 @@ func TestShardSubscriptionLingers(t *testing.T) {
 	if next == first {
 		t.Fatal("a waiter after the linger got the ended subscription")
 	}
-	x.leave(ch, next)
+	x.leave(ch, next, true)
 }
 
 // dialCluster is a client of the test cluster, closed when t ends.
@@ -68,4 +68,41 @@ func dialCluster(t *testing.T) *goredis.ClusterClient {
 	})
 	t.Cleanup(func() { cc.Close() })
 	return cc
+}
+
+// A call that leaves the subscription without having waited (it joined
+// because the subscription was up, and took the key at its first
+// attempt) does not lengthen the linger: only a call that waited does.
+func TestShardLingerRunsFromTheLastWait(t *testing.T) {
+	cc := dialCluster(t)
+	x := &shards{cc: cc, sub: newSubscriber(cc, "locker-shards-test:", &driver.Log{}), subs: map[string]*shardSub{}, linger: time.Hour}
+	t.Cleanup(x.close)
+	ctx := t.Context()
+	ch := "locker-shards-test:w:{" + rand.Text() + "}"
+	s, err := x.join(ctx, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.leave(ch, s, true)
+	until := func() time.Time {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		return s.until
+	}
+	waitedUntil := until()
+	x.mu.Lock()
+	x.linger = time.Millisecond // a later wait ends it at once
+	x.mu.Unlock()
+	if again, err := x.join(ctx, ch); err != nil || again != s {
+		t.Fatalf("join within the linger = %v, %v; want the same subscription", again == s, err)
+	}
+	x.leave(ch, s, false)
+	if got := until(); !got.Equal(waitedUntil) || !x.live(ch) {
+		t.Fatalf("a call that did not wait moved the end from %v to %v (live: %v)", waitedUntil, got, x.live(ch))
+	}
+	if again, err := x.join(ctx, ch); err != nil || again != s {
+		t.Fatalf("join within the linger = %v, %v; want the same subscription", again == s, err)
+	}
+	x.leave(ch, s, true)
+	testenv.Signalled(t, s.done, "the subscription's end a linger after the last wait")
 }
