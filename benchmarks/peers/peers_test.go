@@ -86,8 +86,10 @@ func BenchmarkRedis(b *testing.B) {
 }
 
 // BenchmarkRedlock compares our Redlock adapter with redsync's Mutex
-// (default retry) on the same five masters. Round trip: PING to the first
-// master, as the adapter's conformance benchmark measures it.
+// (default retry) on the same five masters, and with the least a FIFO
+// hand-off through a quorum of them costs (redlock-floor). Round trip:
+// PING to the first master, as the adapter's conformance benchmark
+// measures it.
 func BenchmarkRedlock(b *testing.B) {
 	u := testenv.URL(b, "LOCKER_TEST_REDLOCK")
 	addrs := strings.Split(u.Host, ",")
@@ -96,6 +98,7 @@ func BenchmarkRedlock(b *testing.B) {
 	compare(b, func(ctx context.Context) error { return c.Ping(ctx).Err() },
 		ours(u.String()),
 		subject{"redsync", func(tb testing.TB) locker.Locker { return redsyncClient(tb, addrs) }},
+		subject{"redlock-floor", func(tb testing.TB) locker.Locker { return redlockFloorClient(tb, addrs) }},
 	)
 }
 
