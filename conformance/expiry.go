@@ -190,7 +190,11 @@ func checkKeepAlive(e *env) error {
 			// late: that proves nothing either way, and takes nothing.
 			e.logf("KeepAlive: a probe at %v of 3×TTL: %v", time.Until(end), err)
 		default:
-			return fmt.Errorf("kept-alive key taken at %v of 3×TTL: %v, %v", time.Until(end), lease, err)
+			// Whether the holder's lease had ended (lost: its Done closed
+			// first, as the contract asks, on a machine too starved to
+			// renew) or not (two holders) tells the two failures apart.
+			return fmt.Errorf("kept-alive key taken at %v of 3×TTL (TryLock: %v; the holder's lease: Err %v, Deadline in %v)",
+				time.Until(end), err, held.Err(), time.Until(held.Deadline()))
 		}
 	}
 	if refused == 0 {
