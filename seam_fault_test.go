@@ -339,15 +339,7 @@ func (n listeningFailingSub) ListeningFor(*driver.Request) bool { return true }
 func TestLockOutlivesAFailedFreeSubscription(t *testing.T) {
 	s := &scripted{grantAt: 3, retry: time.Millisecond, wake: make(chan struct{}, 1)}
 	n := listeningFailingSub{&failingSub{scripted: s, fails: 1}}
-	lk := New(n)
-	defer lk.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	lease, err := lk.Lock(ctx, "k")
-	if err != nil {
-		t.Fatalf("Lock whose free subscription failed = %v; want the grant", err)
-	}
-	defer lease.Unlock(ctx)
+	lockThrough(t, n)
 	if want := []bool{false, true, true}; n.subscribed != 2 || !slices.Equal(s.queued, want) {
 		t.Errorf("%d subscriptions, Queue per attempt %v; want 2 (the first failed) and %v", n.subscribed, s.queued, want)
 	}
@@ -359,16 +351,23 @@ func TestLockOutlivesAFailedFreeSubscription(t *testing.T) {
 func TestLockOutlivesAFailedSubscription(t *testing.T) {
 	s := &scripted{grantAt: 4, retry: time.Millisecond, wake: make(chan struct{}, 1)}
 	n := &failingSub{scripted: s, fails: 2}
-	lk := New(n)
+	lockThrough(t, n)
+	if n.subscribed != 3 || s.attempts != 4 {
+		t.Errorf("%d subscriptions, %d attempts; want 3 (two failed) and 4", n.subscribed, s.attempts)
+	}
+}
+
+// lockThrough locks "k" through a Locker over d, failing t unless it is
+// granted.
+func lockThrough(t *testing.T, d driver.Driver) {
+	t.Helper()
+	lk := New(d)
 	defer lk.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	lease, err := lk.Lock(ctx, "k")
 	if err != nil {
-		t.Fatalf("Lock with two failed subscriptions = %v; want the grant", err)
+		t.Fatalf("Lock = %v; want the grant", err)
 	}
-	defer lease.Unlock(ctx)
-	if n.subscribed != 3 || s.attempts != 4 {
-		t.Errorf("%d subscriptions, %d attempts; want 3 (two failed) and 4", n.subscribed, s.attempts)
-	}
+	_ = lease.Unlock(ctx)
 }

@@ -33,11 +33,7 @@ func (p *portable) wait(ctx context.Context, r *driver.Request) (granted, error)
 		}
 		return stop, err
 	}
-	if p.listening(r) {
-		// Should the subscription fail after all (a Redis Cluster shard
-		// subscription that ended since ListeningFor said yes, its master
-		// now out of reach), the Lock goes on as where subscribing is not
-		// free: it attempts, unqueued, and subscribes after a refusal.
+	if p.listening(r) { // failing after all, it goes on as where it is not free
 		if stop, err := subscribe(); err == nil {
 			defer stop()
 		}
@@ -89,7 +85,10 @@ func (p *portable) wait(ctx context.Context, r *driver.Request) (granted, error)
 
 // listening reports whether subscribing for r costs no round trip now
 // (driver.KeyListener, else driver.Notifier's Listening); false without a
-// Notifier.
+// Notifier. Should that subscription fail after all (a Redis Cluster
+// shard subscription that ended since ListeningFor said yes, its master
+// now out of reach), the Lock goes on as where subscribing is not free:
+// it attempts, unqueued, and subscribes after a refusal.
 func (p *portable) listening(r *driver.Request) bool {
 	if kl, ok := p.notifier.(driver.KeyListener); ok {
 		return kl.ListeningFor(r)

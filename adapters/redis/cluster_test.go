@@ -264,25 +264,32 @@ func TestClusterMasterKilled(t *testing.T) {
 // holds the key without a command of its own.
 func TestClusterReleaseHandsOff(t *testing.T) {
 	calls := &lockredis.CommandCounter{}
+	checkHandOff(t, clusterPair(t, calls), calls, nil, nil)
+}
+
+// clusterPair is two Lockers on the test cluster, closed when t ends; the
+// second's commands go through hook.
+func clusterPair(t *testing.T, hook goredis.Hook, opts ...lockredis.Option) []locker.Locker {
 	lockers := make([]locker.Locker, 2)
 	for i := range lockers {
 		o := &goredis.ClusterOptions{Addrs: clusterAddrs(t)}
 		if i == 1 {
 			o.NewClient = func(o *goredis.Options) *goredis.Client {
 				n := goredis.NewClient(o)
-				n.AddHook(calls)
+				n.AddHook(hook)
 				return n
 			}
 		}
 		c := goredis.NewClusterClient(o)
-		defer c.Close()
+		t.Cleanup(func() { c.Close() })
 		var err error
-		if lockers[i], err = lockredis.New(c, lockredis.WithPrefix(prefix+t.Name()+":")); err != nil {
+		lockers[i], err = lockredis.New(c, append([]lockredis.Option{lockredis.WithPrefix(prefix + t.Name() + ":")}, opts...)...)
+		if err != nil {
 			t.Fatal(err)
 		}
-		defer lockers[i].Close()
+		t.Cleanup(func() { lockers[i].Close() })
 	}
-	checkHandOff(t, lockers, calls, nil, nil)
+	return lockers
 }
 
 // A Lock on a key whose shard subscription is still up after an earlier
@@ -291,26 +298,8 @@ func TestClusterReleaseHandsOff(t *testing.T) {
 // had to subscribe first made a refused attempt, then a queued one.
 func TestClusterLingeringWaitQueuesAtOnce(t *testing.T) {
 	scripts := &scriptCounter{}
-	lockers := make([]locker.Locker, 2)
-	for i := range lockers {
-		o := &goredis.ClusterOptions{Addrs: clusterAddrs(t)}
-		if i == 1 {
-			o.NewClient = func(o *goredis.Options) *goredis.Client {
-				n := goredis.NewClient(o)
-				n.AddHook(scripts)
-				return n
-			}
-		}
-		c := goredis.NewClusterClient(o)
-		t.Cleanup(func() { c.Close() })
-		var err error
-		// An hour's linger: the second wait must find the first's subscription.
-		lockers[i], err = lockredis.New(c, lockredis.WithPrefix(prefix+t.Name()+":"), lockredis.WithShardLinger(time.Hour))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { lockers[i].Close() })
-	}
+	// An hour's linger: the second wait must find the first's subscription.
+	lockers := clusterPair(t, scripts, lockredis.WithShardLinger(time.Hour))
 	ctx := t.Context()
 	// wait has lockers[1] wait for "k", held by lockers[0], and returns
 	// how many scripts it ran until it was handed the key.
