@@ -346,8 +346,8 @@ func (d *redisDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan 
 func (d *redisDriver) Listening() bool { return d.shards == nil && d.sub.live() }
 
 // ListeningFor is Listening for r; on a slotted cluster, true while r's
-// lock's shard channel is subscribed (by a waiter, or lingering after its
-// last: shards.go), so that a Lock on a key waited for lately subscribes
+// lock's shard channel is subscribed (by a waiter, or lingering after the
+// last that waited: shards.go), so that a Lock on a key waited for lately subscribes
 // for free and queues from its first attempt, one script where it took
 // two (the first, refused, queued nothing).
 func (d *redisDriver) ListeningFor(r *driver.Request) bool {

@@ -20,10 +20,10 @@ import (
 // that waited leaves: a cluster relays no release to every node, as it
 // does a PUBLISH. While it is up, a Lock on the key subscribes before its
 // first attempt (ListeningFor), but one granted at that attempt does not
-// make it last longer. The linger keeps a lock waited for again and again on one
-// subscription: ended with its last waiter, each contended Lock of a
-// Locker that waits alone opened a connection, HELLO and SSUBSCRIBE anew
-// (2,000 connections in 2,000 hand-offs of 8 Lockers).
+// make it last longer. The linger keeps a lock waited for again and again
+// on one subscription: ended with its last waiter, each contended Lock of
+// a Locker that waits alone opened a connection, HELLO and SSUBSCRIBE
+// anew (2,000 connections in 2,000 hand-offs of 8 Lockers).
 
 // shardLinger is how long a shard subscription outlives its last waiter.
 const shardLinger = time.Second
