@@ -100,14 +100,18 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 }
 
 // attempt runs once, retrying transient errors, unless a release hands
-// r the key while it waits for the process's gate (handoff.go).
+// r the key while it waits for the process's gate (handoff.go). Its
+// statements are answered before the call gives up, if the backend
+// answers within landingGrace (landing).
 func (d *sqlDriver) attempt(ctx context.Context, r *driver.Request, c *call, once onceFunc) (g driver.Grant, err error) {
 	err = d.retry(ctx, func(ctx context.Context) (err error) {
 		if hg, ok := d.handedOff(r, c); ok {
 			g = hg
 			return nil
 		}
-		g, err = once(ctx, d, r)
+		lctx, stop := landing(ctx)
+		defer stop()
+		g, err = once(lctx, d, r)
 		return err
 	}, &c.mayHold)
 	return g, err

@@ -161,7 +161,11 @@
 // the NOTIFY to come round. Its lease's validity counts from
 // the start of its last attempt that found it waiting; should the
 // notification be lost, its next attempt finds the hold under its ID, and
-// a waiter that gives up releases a hold handed to it meanwhile. Waiting
+// a waiter that gives up releases a hold handed to it meanwhile. A call
+// that gives up while an attempt's statement is on its way waits for its
+// answer, up to a second (landing), so that the undo of its place or
+// claim comes after it on the server: cut off at once, it could land
+// after the undo, a place keeping the others out until it lapsed. Waiting
 // holds no connection: the Lockers of a process opened on one URL share one
 // handle of at most 16 pooled connections, on which their waiters and
 // holders take turns statement by statement, so 400 Lockers cost 17

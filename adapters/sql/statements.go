@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/locker-go/locker"
@@ -201,6 +202,41 @@ func (d *sqlDriver) retry(ctx context.Context, op func(context.Context) error, a
 		}
 		return op(ctx)
 	}, ambiguous)
+}
+
+// landingGrace is how long a statement in flight when its caller gives up
+// is still waited for (landing).
+var landingGrace = time.Second
+
+// landing is the context of an attempt's statements, whose effects (a
+// place in the queue, a claim) a failed call's Abandon undoes: it outlives
+// ctx by landingGrace. A statement cut off as its caller gives up may yet
+// be applied by the server, after Abandon's undo ran on another
+// connection, and so stay: a place that keeps every other waiter out
+// until it lapses, a hold nobody has. Answered, it has landed, and the
+// undo comes after it; a backend that answers not even then is cut off as
+// before. stop ends the context.
+func landing(ctx context.Context) (_ context.Context, stop func()) {
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var (
+		mu    sync.Mutex
+		grace *time.Timer
+		d     = landingGrace
+	)
+	after := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		grace = time.AfterFunc(d, cancel)
+		mu.Unlock()
+	})
+	return lctx, func() {
+		after()
+		mu.Lock()
+		if grace != nil {
+			grace.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	}
 }
 
 // retry runs op, and again after transient errors, with backoff, until
