@@ -1,7 +1,9 @@
 package sql
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/locker-go/locker"
@@ -100,20 +102,26 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 }
 
 // attempt runs once, retrying transient errors, unless a release hands
-// r the key while it waits for the process's gate (handoff.go). Its
-// statements are answered before the call gives up, if the backend
-// answers within landingGrace (landing).
+// r the key while it waits for the process's gate (handoff.go). A
+// statement on its way as ctx ends is answered before the call gives up,
+// if the backend answers within the grace (landing); a hold that came
+// after ctx ended is the call's to give back (Abandon), as Lock then
+// returns ctx's error.
 func (d *sqlDriver) attempt(ctx context.Context, r *driver.Request, c *call, once onceFunc) (g driver.Grant, err error) {
 	err = d.retry(ctx, func(ctx context.Context) (err error) {
 		if hg, ok := d.handedOff(r, c); ok {
 			g = hg
 			return nil
 		}
-		lctx, stop := landing(ctx)
+		lctx, stop := landing(ctx, cmp.Or(d.grace, landingGrace))
 		defer stop()
 		g, err = once(lctx, d, r)
 		return err
 	}, &c.mayHold)
+	if err == nil && g.Hold != nil && ctx.Err() != nil {
+		c.mayHold = true
+		return driver.Grant{}, fmt.Errorf("locker/sql: %w (the key was granted as it ended)", ctx.Err())
+	}
 	return g, err
 }
 

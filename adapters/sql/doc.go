@@ -165,7 +165,8 @@
 // that gives up while an attempt's statement is on its way waits for its
 // answer, up to a second (landing), so that the undo of its place or
 // claim comes after it on the server: cut off at once, it could land
-// after the undo, a place keeping the others out until it lapsed. Waiting
+// after the undo, a place keeping the others out until it lapsed (a
+// claim that lands so is given back: Lock returns ctx's error). Waiting
 // holds no connection: the Lockers of a process opened on one URL share one
 // handle of at most 16 pooled connections, on which their waiters and
 // holders take turns statement by statement, so 400 Lockers cost 17

@@ -76,9 +76,10 @@ type sqlDriver struct {
 	handoffs *handoffs
 	// listening reports whether the LISTEN connection is up (Listening).
 	listening func() bool
-	listenLog *driver.Log // the LISTEN connection's log (Postgres), else nil
-	gates     *gates      // MySQL: wakes waiters here on releases elsewhere
-	stop      func()      // ends the dialect's background work (LISTEN, file refs)
+	listenLog *driver.Log   // the LISTEN connection's log (Postgres), else nil
+	gates     *gates        // MySQL: wakes waiters here on releases elsewhere
+	stop      func()        // ends the dialect's background work (LISTEN, file refs)
+	grace     time.Duration // landing's grace, if set (a test's); else landingGrace
 	// laneOff: the fast lane (modefast.go) is not to be had here: its
 	// routines could not be made, or this user may not run them.
 	laneOff atomic.Bool

@@ -206,33 +206,40 @@ func (d *sqlDriver) retry(ctx context.Context, op func(context.Context) error, a
 
 // landingGrace is how long a statement in flight when its caller gives up
 // is still waited for (landing).
-var landingGrace = time.Second
+const landingGrace = time.Second
 
-// landing is the context of an attempt's statements, whose effects (a
-// place in the queue, a claim) a failed call's Abandon undoes: it outlives
-// ctx by landingGrace. A statement cut off as its caller gives up may yet
+// landing is the context of a statement whose effect (a place in the
+// queue, a claim) a failed call's Abandon undoes: one in flight when ctx
+// ends is given grace more. Cut off as its caller gives up, it may yet
 // be applied by the server, after Abandon's undo ran on another
 // connection, and so stay: a place that keeps every other waiter out
 // until it lapses, a hold nobody has. Answered, it has landed, and the
 // undo comes after it; a backend that answers not even then is cut off as
-// before. stop ends the context.
-func landing(ctx context.Context) (_ context.Context, stop func()) {
+// before. A statement begun after ctx ended gets no grace. stop ends the
+// context.
+func landing(ctx context.Context, grace time.Duration) (_ context.Context, stop func()) {
+	if ctx.Err() != nil {
+		return ctx, func() {}
+	}
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var (
-		mu    sync.Mutex
-		grace *time.Timer
-		d     = landingGrace
+		mu      sync.Mutex
+		timer   *time.Timer
+		stopped bool
 	)
 	after := context.AfterFunc(ctx, func() {
 		mu.Lock()
-		grace = time.AfterFunc(d, cancel)
-		mu.Unlock()
+		defer mu.Unlock()
+		if !stopped {
+			timer = time.AfterFunc(grace, cancel)
+		}
 	})
 	return lctx, func() {
 		after()
 		mu.Lock()
-		if grace != nil {
-			grace.Stop()
+		stopped = true
+		if timer != nil {
+			timer.Stop()
 		}
 		mu.Unlock()
 		cancel()
