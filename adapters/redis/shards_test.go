@@ -17,11 +17,8 @@ import (
 // connection to its master): a waiter that comes within the linger takes
 // the same one, which ends once the linger passes with nobody on it.
 func TestShardSubscriptionLingers(t *testing.T) {
-	cc := dialCluster(t)
-	x := &shards{cc: cc, sub: newSubscriber(cc, "locker-shards-test:", &driver.Log{}), subs: map[string]*shardSub{}, linger: time.Hour}
-	t.Cleanup(x.close)
+	x, ch := testShards(t)
 	ctx := t.Context()
-	ch := "locker-shards-test:w:{" + rand.Text() + "}"
 	if x.live(ch) {
 		t.Fatal("a channel nobody joined is live")
 	}
@@ -61,6 +58,15 @@ func TestShardSubscriptionLingers(t *testing.T) {
 	x.leave(ch, next, true)
 }
 
+// testShards is a Locker's shard subscriptions on the test cluster, with
+// an hour's linger, closed when t ends, and a shard channel of its own.
+func testShards(t *testing.T) (*shards, string) {
+	cc := dialCluster(t)
+	x := &shards{cc: cc, sub: newSubscriber(cc, "locker-shards-test:", &driver.Log{}), subs: map[string]*shardSub{}, linger: time.Hour}
+	t.Cleanup(x.close)
+	return x, "locker-shards-test:w:{" + rand.Text() + "}"
+}
+
 // dialCluster is a client of the test cluster, closed when t ends.
 func dialCluster(t *testing.T) *goredis.ClusterClient {
 	cc := goredis.NewClusterClient(&goredis.ClusterOptions{
@@ -74,11 +80,8 @@ func dialCluster(t *testing.T) *goredis.ClusterClient {
 // because the subscription was up, and took the key at its first
 // attempt) does not lengthen the linger: only a call that waited does.
 func TestShardLingerRunsFromTheLastWait(t *testing.T) {
-	cc := dialCluster(t)
-	x := &shards{cc: cc, sub: newSubscriber(cc, "locker-shards-test:", &driver.Log{}), subs: map[string]*shardSub{}, linger: time.Hour}
-	t.Cleanup(x.close)
+	x, ch := testShards(t)
 	ctx := t.Context()
-	ch := "locker-shards-test:w:{" + rand.Text() + "}"
 	s, err := x.join(ctx, ch)
 	if err != nil {
 		t.Fatal(err)
