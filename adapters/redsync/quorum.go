@@ -37,12 +37,15 @@ func each[T any](ctx context.Context, d *redlock, timeout time.Duration, fn func
 }
 
 // eachUntil is each that returns as soon as decided (if not nil) says
-// the replies so far settle the round, with the others' replies to come
-// (late; nil if the round did not end early): a round a quorum decided
-// does not wait for a stalled master. The calls still out run on to the
-// timeout at most, whatever becomes of the caller's ctx after the
-// return, since their replies are wanted (a late grant is given the
-// fence, its mark removed, its release sent once it landed).
+// the replies so far settle the round, or the caller's ctx ends, with the
+// others' replies to come (late; nil if the round did not end early): a
+// round a quorum decided does not wait for a stalled master. The calls
+// still out run on to the timeout at most, whatever becomes of the
+// caller's ctx, since their replies are wanted (a late grant is given the
+// fence, its mark removed, its release sent once it landed): cut off as
+// the caller gives up, a script already sent may yet run on its master
+// after the undo sent on another connection, and leave a hold or a mark
+// nobody takes back until it lapses.
 func eachUntil[T any](ctx context.Context, d *redlock, timeout time.Duration, fn func(ctx context.Context, i int, c goredis.UniversalClient) (T, error),
 	decided func([]result[T]) bool) (res []result[T], late *replies[T]) {
 	calls, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
@@ -70,9 +73,10 @@ func eachUntil[T any](ctx context.Context, d *redlock, timeout time.Duration, fn
 		case <-calls.Done():
 			cancel()
 			return res, nil
-		case <-ctx.Done(): // the caller's: its calls end too, as they always did
-			cancel()
-			return res, nil
+		case <-ctx.Done(): // the caller's: the calls out run on (see above)
+			late = newReplies(res, got)
+			go late.collect(calls, cancel, ch, left)
+			return res, late
 		}
 	}
 	cancel()

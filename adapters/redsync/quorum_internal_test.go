@@ -1,0 +1,45 @@
+package redsync
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/locker-go/locker/internal/testenv"
+)
+
+// A round whose caller gives up returns at once, but the calls still out
+// run on to the timeout, their replies to come (late): cut off, a script
+// already sent might yet run on its master after the undo sent on
+// another connection, and leave a hold or a mark behind it.
+func TestRoundCutShortByTheCallerKeepsItsCalls(t *testing.T) {
+	d := &redlock{masters: []*master{{}, {}, {}}}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	release, outlived := make(chan struct{}), make(chan bool, 1)
+	res, late := eachUntil(ctx, d, time.Minute, func(calls context.Context, i int, _ goredis.UniversalClient) (int, error) {
+		if i > 0 {
+			return i, nil
+		}
+		cancel() // the caller gives up while master 0's call is out
+		<-release
+		outlived <- calls.Err() == nil
+		return 7, nil
+	}, nil)
+	if late == nil {
+		t.Fatal("a round cut short by its caller left no late replies: its calls were cut off")
+	}
+	if res[0].err != errNoAnswer {
+		t.Fatalf("master 0's reply as the round returned = %v, %v; want none yet", res[0].v, res[0].err)
+	}
+	close(release)
+	testenv.Signalled(t, late.done, "the late reply")
+	if !<-outlived {
+		t.Fatal("master 0's call was cut off as its caller gave up")
+	}
+	if got := late.all()[0]; got.err != nil || got.v != 7 {
+		t.Fatalf("master 0's late reply = %v, %v; want 7", got.v, got.err)
+	}
+}
