@@ -105,9 +105,11 @@ func (d *redlock) attempt(ctx context.Context, rs []*driver.Request, q queueArgs
 	}
 	keys, args := d.acquireArgs(rs, hs, q)
 	start := time.Now()
-	res, late := d.roundUntil(ctx, rs[0].TTL, nil, d.grantedAlike(rs), acquireScript, keys, args...)
+	res, late := d.roundUntil(ctx, rs[0].TTL, nil, d.grantedAlike(rs), true, acquireScript, keys, args...)
 	vs, took := d.sortReplies(res, len(rs))
-	if vs[0].got >= d.quorum {
+	// A round cut short by the caller's end grants nothing: what landed is
+	// undone below, once the calls out replied.
+	if vs[0].got >= d.quorum && ctx.Err() == nil {
 		if gs, ok := d.settle(ctx, rs, hs, vs, start); ok {
 			hs[0].late = late // a release waits for the others' replies there
 			d.taken(rs, hs, took, q, late)

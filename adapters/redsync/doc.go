@@ -14,10 +14,11 @@
 // a quorum that drew one counter; a release by a quorum), so a stalled
 // master costs a call nothing; the others' replies are dealt with in the
 // background (a late grant is given the fence, and a release reaches its
-// master only after it). A call whose ctx ends mid-round does not cut its
-// scripts off either: a failed attempt waits for their replies (up to the
-// node timeout) before it undoes what landed, so that no undo overtakes
-// its script and leaves a hold or a mark behind. A Lock
+// master only after it). An attempt or a release whose ctx ends
+// mid-round does not cut its scripts off either: the attempt grants
+// nothing then, and waits for their replies (up to the node timeout)
+// before it undoes what landed, so that no undo overtakes its script and
+// leaves a hold or a mark behind. Other calls end with their ctx. A Lock
 // (not a TryLock) whose round a quorum left unanswered tries again after a
 // random delay, as Redlock says, up to three rounds in a row before it
 // reports locker.ErrUnavailable: a burst of waiters or a stalled machine

@@ -148,7 +148,7 @@ func (d *redlock) release(ctx context.Context, hs []*held, on []bool, announce b
 	for _, h := range hs { // the longest node timeout: no grant's reply comes later
 		rr.ttl = max(rr.ttl, h.ttl)
 	}
-	res, late := eachUntil(ctx, d, d.nodeTimeout(rr.ttl), rr.call(on), d.releasedBy(len(hs)))
+	res, late := eachUntil(ctx, d, d.nodeTimeout(rr.ttl), rr.call(on), d.releasedBy(len(hs)), true)
 	failed := failedMasters(res)
 	switch {
 	case late != nil: // the rest in the background

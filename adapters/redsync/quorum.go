@@ -32,23 +32,30 @@ type result[T any] struct {
 // answered or timeout passed; a master that did not answer in time gets
 // errNoAnswer. Stragglers finish in the background, their replies dropped.
 func each[T any](ctx context.Context, d *redlock, timeout time.Duration, fn func(ctx context.Context, i int, c goredis.UniversalClient) (T, error)) []result[T] {
-	res, _ := eachUntil(ctx, d, timeout, fn, nil)
+	res, _ := eachUntil(ctx, d, timeout, fn, nil, false)
 	return res
 }
 
 // eachUntil is each that returns as soon as decided (if not nil) says
-// the replies so far settle the round, or the caller's ctx ends, with the
-// others' replies to come (late; nil if the round did not end early): a
-// round a quorum decided does not wait for a stalled master. The calls
-// still out run on to the timeout at most, whatever becomes of the
-// caller's ctx, since their replies are wanted (a late grant is given the
-// fence, its mark removed, its release sent once it landed): cut off as
-// the caller gives up, a script already sent may yet run on its master
-// after the undo sent on another connection, and leave a hold or a mark
-// nobody takes back until it lapses.
+// the replies so far settle the round, with the others' replies to come
+// (late; nil if the round did not end early): a round a quorum decided
+// does not wait for a stalled master. The calls still out run on to the
+// timeout at most, whatever becomes of the caller's ctx after the
+// return, since their replies are wanted (a late grant is given the
+// fence, its mark removed, its release sent once it landed). With keep
+// (an attempt's round, a release's), a round whose caller gives up
+// returns so too, its calls running on: cut off, a script already sent
+// may yet run on its master after an undo sent on another connection,
+// and leave a hold or a mark nobody takes back until it lapses. Without
+// keep, and for a caller that gave up before the round, the calls end
+// with the caller's ctx (go-redis sends nothing for an ended one).
 func eachUntil[T any](ctx context.Context, d *redlock, timeout time.Duration, fn func(ctx context.Context, i int, c goredis.UniversalClient) (T, error),
-	decided func([]result[T]) bool) (res []result[T], late *replies[T]) {
-	calls, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	decided func([]result[T]) bool, keep bool) (res []result[T], late *replies[T]) {
+	base := ctx
+	if ctx.Err() == nil && (keep || decided != nil) {
+		base = context.WithoutCancel(ctx)
+	}
+	calls, cancel := context.WithTimeout(base, timeout)
 	ch := make(chan reply[T], len(d.masters))
 	for i, m := range d.masters {
 		go func() {
@@ -73,7 +80,11 @@ func eachUntil[T any](ctx context.Context, d *redlock, timeout time.Duration, fn
 		case <-calls.Done():
 			cancel()
 			return res, nil
-		case <-ctx.Done(): // the caller's: the calls out run on (see above)
+		case <-ctx.Done(): // the caller's
+			if !keep || base == ctx {
+				cancel()
+				return res, nil
+			}
 			late = newReplies(res, got)
 			go late.collect(calls, cancel, ch, left)
 			return res, late
@@ -158,19 +169,20 @@ func nodeErrs[T any](res []result[T]) []error {
 // round runs a script replying integers on the masters that on picks
 // (nil: all; the others reply nil), for a call with the given TTL.
 func (d *redlock) round(ctx context.Context, ttl time.Duration, on []bool, s *goredis.Script, keys []string, args ...any) []result[[]int64] {
-	res, _ := d.roundUntil(ctx, ttl, on, nil, s, keys, args...)
+	res, _ := d.roundUntil(ctx, ttl, on, nil, false, s, keys, args...)
 	return res
 }
 
-// roundUntil is round, ending as soon as decided says (see eachUntil).
-func (d *redlock) roundUntil(ctx context.Context, ttl time.Duration, on []bool, decided func([]result[[]int64]) bool,
+// roundUntil is round, ending as soon as decided says, or, with keep, the
+// caller gives up (see eachUntil).
+func (d *redlock) roundUntil(ctx context.Context, ttl time.Duration, on []bool, decided func([]result[[]int64]) bool, keep bool,
 	s *goredis.Script, keys []string, args ...any) ([]result[[]int64], *replies[[]int64]) {
 	return eachUntil(ctx, d, d.nodeTimeout(ttl), func(ctx context.Context, i int, c goredis.UniversalClient) ([]int64, error) {
 		if on != nil && !on[i] {
 			return nil, nil
 		}
 		return runScript(ctx, c, s, keys, args)
-	}, decided)
+	}, decided, keep)
 }
 
 // runScript runs a script replying integers on one master.

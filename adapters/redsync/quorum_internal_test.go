@@ -27,7 +27,7 @@ func TestRoundCutShortByTheCallerKeepsItsCalls(t *testing.T) {
 		<-release
 		outlived <- calls.Err() == nil
 		return 7, nil
-	}, nil)
+	}, nil, true)
 	if late == nil {
 		t.Fatal("a round cut short by its caller left no late replies: its calls were cut off")
 	}
@@ -42,4 +42,39 @@ func TestRoundCutShortByTheCallerKeepsItsCalls(t *testing.T) {
 	if got := late.all()[0]; got.err != nil || got.v != 7 {
 		t.Fatalf("master 0's late reply = %v, %v; want 7", got.v, got.err)
 	}
+}
+
+// Without keep (admin calls, renewals, marks' removal), the calls of a
+// round end with its caller's ctx, as do a kept round's whose caller had
+// given up before it began: nothing runs on for a caller that is gone.
+func TestRoundEndsItsCallsWithoutKeep(t *testing.T) {
+	d := &redlock{masters: []*master{{}, {}, {}}}
+	gone, stop := context.WithCancel(t.Context())
+	stop()
+	cut := make(chan bool, len(d.masters))
+	if _, late := eachUntil(gone, d, time.Minute, func(calls context.Context, _ int, _ goredis.UniversalClient) (int, error) {
+		cut <- calls.Err() != nil
+		return 0, calls.Err()
+	}, nil, true); late != nil {
+		t.Fatal("a kept round of a caller gone before it left late replies")
+	}
+	for range d.masters {
+		if !<-cut {
+			t.Fatal("a kept round of a caller gone before it began a call that may run")
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ended := make(chan struct{})
+	if _, late := eachUntil(ctx, d, time.Minute, func(calls context.Context, i int, _ goredis.UniversalClient) (int, error) {
+		if i == 0 {
+			cancel()
+			<-calls.Done() // the round ends it with the caller's ctx
+			close(ended)
+		}
+		return i, nil
+	}, nil, false); late != nil {
+		t.Fatal("a round without keep left late replies")
+	}
+	testenv.Signalled(t, ended, "the call's end with its caller's ctx")
 }

@@ -46,7 +46,7 @@ func (d *redlock) Watch(ctx context.Context, space driver.Space, key string) (<-
 // quorum must take it.
 func (d *redlock) Announce(ctx context.Context, space driver.Space, key string) error {
 	channel := d.channel(name{space, key})
-	res := each(ctx, d, d.cfg.nodeTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) ([]int64, error) {
+	res := each(ctx, d, d.nodeTimeout(locker.DefaultTTL), func(ctx context.Context, _ int, c goredis.UniversalClient) ([]int64, error) {
 		return nil, c.Publish(ctx, channel, announcement).Err()
 	})
 	if errs := nodeErrs(res); len(d.masters)-len(errs) < d.quorum {

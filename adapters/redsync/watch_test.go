@@ -47,3 +47,26 @@ func TestWatchHearsAnnouncements(t *testing.T) {
 		t.Fatal("the waiting candidate did not lead within 5s of the resignation")
 	}
 }
+
+// Announce publishes with the default options too: it took the node
+// timeout as configured, zero unless WithNodeTimeout set it, so that
+// every publish's ctx had ended before it began, and none went out.
+func TestAnnounceWithDefaultOptions(t *testing.T) {
+	ctx := t.Context()
+	_, clients := plainLocker(t)
+	l, err := newTestLocker(clients) // no WithNodeTimeout
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Locker.Close() })
+	key := uniqueKey(t, "announce")
+	changed, stop, err := l.redlock.Watch(ctx, driver.Plain, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if err := l.redlock.Announce(ctx, driver.Plain, key); err != nil {
+		t.Fatalf("Announce with the default options = %v", err)
+	}
+	testenv.Signalled(t, changed, "the announcement")
+}
