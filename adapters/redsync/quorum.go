@@ -51,8 +51,9 @@ func each[T any](ctx context.Context, d *redlock, timeout time.Duration, fn func
 // with the caller's ctx (go-redis sends nothing for an ended one).
 func eachUntil[T any](ctx context.Context, d *redlock, timeout time.Duration, fn func(ctx context.Context, i int, c goredis.UniversalClient) (T, error),
 	decided func([]result[T]) bool, keep bool) (res []result[T], late *replies[T]) {
+	runOn := keep && ctx.Err() == nil // the calls outlive a caller that gives up
 	base := ctx
-	if ctx.Err() == nil && (keep || decided != nil) {
+	if runOn || decided != nil && ctx.Err() == nil {
 		base = context.WithoutCancel(ctx)
 	}
 	calls, cancel := context.WithTimeout(base, timeout)
@@ -81,7 +82,7 @@ func eachUntil[T any](ctx context.Context, d *redlock, timeout time.Duration, fn
 			cancel()
 			return res, nil
 		case <-ctx.Done(): // the caller's
-			if !keep || base == ctx {
+			if !runOn {
 				cancel()
 				return res, nil
 			}
