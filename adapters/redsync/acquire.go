@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -22,6 +21,9 @@ func (d *redlock) Acquire(ctx context.Context, r *driver.Request) (driver.Grant,
 		return driver.Grant{}, err
 	}
 	st := stateOf(r)
+	if g, ok := d.handed(ctx, r, st); ok {
+		return g, nil
+	}
 	if st.stamp != 0 && st.last > 0 && time.Since(st.marked) < r.TTL/3 &&
 		d.news.behind(hubKey(nameOf(r), r.Mode), r.Mode, st.stamp, r.ID) {
 		// The last release admitted a waiter before it that excludes it:
@@ -39,8 +41,12 @@ func (d *redlock) Acquire(ctx context.Context, r *driver.Request) (driver.Grant,
 		start := time.Now()
 		gs, vs, err := d.attempt(ctx, []*driver.Request{r}, q)
 		st.last = time.Since(start)
+		st.pend = pending{}
 		if err == nil {
 			st.attempted(start, q, &vs[0])
+			if gs[0].Hold == nil && q.pend != "" {
+				st.pend = pending{id: q.pend, at: start, on: vs[0].refusedOn}
+			}
 			return gs[0], nil
 		}
 		if !r.Wait || tries == unansweredRounds || !errors.Is(err, locker.ErrUnavailable) {
@@ -100,7 +106,10 @@ func (d *redlock) attempt(ctx context.Context, rs []*driver.Request, q queueArgs
 	}
 	hs := make([]*held, len(rs))
 	for i, r := range rs {
-		id := strconv.FormatInt(rand.Int64N(1<<53-1)+1, 10) // exact as a Lua number
+		id := newHoldID()
+		if i == 0 && q.pend != "" {
+			id = q.pend
+		}
 		hs[i] = &held{d: d, n: nameOf(r), mode: r.Mode, owner: r.Owner, id: id, ttl: r.TTL}
 	}
 	keys, args := d.acquireArgs(rs, hs, q)
@@ -143,7 +152,7 @@ func (d *redlock) acquireArgs(rs []*driver.Request, hs []*held, q queueArgs) ([]
 	for i, r := range rs {
 		keys = append(keys, d.records(nameOf(r))...)
 		args = append(args, r.Owner, int(r.Mode), r.TTL.Milliseconds(), hs[i].id, r.Reentrant,
-			q.queue, r.ID, q.stamp, conflicting[r.Mode], r.Limit)
+			q.queue, r.ID, q.stamp, conflicting[r.Mode], r.Limit, d.handTo(q))
 	}
 	return keys, args
 }

@@ -102,7 +102,7 @@ func holdOn(t *testing.T, l *testLocker, clients []goredis.UniversalClient, key,
 	keys := append([]string{l.counterKey()}, l.records(n)...)
 	for _, i := range masters {
 		v, err := acquireScript.Run(context.Background(), clients[i], keys, 1, owner, 0, 60000, "77", false,
-			notQueued, "call-"+owner, 0, conflicting[driver.Exclusive], 0).Int64Slice()
+			notQueued, "call-"+owner, 0, conflicting[driver.Exclusive], 0, "").Int64Slice()
 		if err != nil || v[0] != granted {
 			t.Fatalf("master %d: %v, %v", i, v, err)
 		}

@@ -93,6 +93,24 @@
 // random part of its last attempt's time: a crowd trying at once would
 // split the masters.
 //
+// # Hand-offs
+//
+// A release hands the key on: a waiting Exclusive call (with no owner of
+// WithOwner's and no fence floor) pends, beside its mark on each master
+// that refuses it, the hold it asks for; an Exclusive holder's release
+// that leaves the key free on a master grants that hold there to the
+// first mark, if it pends one, and tells the waiter's Locker alone (a
+// channel of its own, "<prefix>h:<id>"). The waiter holds the key once a
+// quorum of the masters that refused its last attempt handed it that
+// hold: no round of its own. Its grant starts when that attempt began,
+// plus the least time the hold was pending on those masters (by their
+// clocks, less the drift rate), so no record ends before its Deadline;
+// its fence is settled as an attempt's. The release of a handed hold,
+// and the end of a waiter that gave up (Abandon, which gives back any
+// hold of its call), take the call's marks in the same script, so that a
+// master whose release comes late hands the key to the next waiter
+// instead. Any other waiter keeps to the protocol above.
+//
 // # Fences
 //
 // Each master keeps one counter per namespace ("<prefix>fence"), for

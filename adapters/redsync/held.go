@@ -20,6 +20,10 @@ type held struct {
 	mode  driver.Mode
 	owner string
 	id    string // the hold's own id in the records: its attempt's
+	// call: for a hold handed to a waiting call (handoff.go), its id: the
+	// hold's release takes the call's marks too, lest a master yet to
+	// hand it the hold do so after the release.
+	call  string
 	fence uint64
 	ttl   time.Duration
 	// released: a release of it has begun (no claim for a late grant)
@@ -132,8 +136,10 @@ func (d *redlock) RefreshBatch(ctx context.Context, hs []driver.Hold) ([]driver.
 // timeout, lest a slow one keep a record (and its waiters) until it
 // expires: dropping a hold by its id twice changes nothing.
 func (d *redlock) release(ctx context.Context, hs []*held, on []bool, announce bool) []result[[]int64] {
-	keys := make([]string, 0, (3+len(modes))*len(hs))
-	args := make([]any, 0, 4*len(hs))
+	keys := make([]string, 0, 1+(4+len(modes))*len(hs))
+	keys = append(keys, d.counterKey())
+	args := make([]any, 0, 2+5*len(hs))
+	args = append(args, d.counted.Load()+1, d.handPrefix())
 	for _, h := range hs {
 		h.released.Store(true)
 		channel := ""
@@ -142,7 +148,8 @@ func (d *redlock) release(ctx context.Context, hs []*held, on []bool, announce b
 		}
 		keys = append(keys, d.anchor(h.n), d.holders(h.n, h.mode), d.markExpiries(h.n))
 		keys = append(keys, d.allMarks(h.n)...)
-		args = append(args, int(h.mode), h.owner, h.id, channel)
+		keys = append(keys, d.pendings(h.n))
+		args = append(args, int(h.mode), h.owner, h.id, channel, h.call)
 	}
 	rr := &releaseRound{d: d, hs: hs, keys: keys, args: args}
 	for _, h := range hs { // the longest node timeout: no grant's reply comes later

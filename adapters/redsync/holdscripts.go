@@ -1,6 +1,10 @@
 package redsync
 
-import goredis "github.com/redis/go-redis/v9"
+import (
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/locker-go/locker/internal/rediskey"
+)
 
 // The scripts of a granted hold and of a waiting mark. A hold's scripts
 // take KEYS anchor and its mode's holders (unused for Exclusive, whose
@@ -86,7 +90,8 @@ end
 // admit (the key's N less its live Limited holders, Z; nil if none may be
 // left): those before it look again too. With no Limited holder left, N
 // is its last holders' Limit, a hint (the waiters' is likely the same);
-// with no N, "": every waiter looks.
+// with no N, "": every waiter looks. firstMark(H, W, q) is that first
+// mark as {stamp, mode, call id, stamp as stored}, or nil.
 const luaNextWaiter = `
 local function lastAdmitted(H, W, Q, Z)
   local live, room = 0, tonumber(redis.call('HGET', H, 'N') or '0') or 0
@@ -112,7 +117,7 @@ local function lastAdmitted(H, W, Q, Z)
   end
   return best
 end
-local function nextWaiter(H, W, q, Z)
+local function firstMark(H, W, q)
   local w, best = redis.call('HGET', H, 'w') or '', nil
   for i = 1, #w do
     local m = tonumber(string.sub(w, i, i))
@@ -124,6 +129,10 @@ local function nextWaiter(H, W, q, Z)
       end
     end
   end
+  return best
+end
+local function nextWaiter(H, W, q, Z)
+  local best = firstMark(H, W, q)
   if best and best[2] == 4 then
     local v = lastAdmitted(H, W, KEYS[q + 4], Z)
     if not v then
@@ -138,19 +147,74 @@ local function nextWaiter(H, W, q, Z)
 end
 `
 
-// releaseScript drops holds: KEYS 8 per hold (anchor, holders, marks by
-// expiry, marks by mode); ARGV 4 per hold (mode, owner, hold id, channel,
-// "" for silence). Replies per hold 0 if the holder is not live or lacks
-// the hold, 1 if holds remain, 2 when the holder was deleted: that
-// publishes "<creator id> <fence>[ <next waiter>]" (see news) if no live
-// holder of its mode is left, as only then may a waiter be admitted (a
-// Limited holder always: it frees a slot). It
-// is also the undo of a failed attempt, whose hold id is the attempt's.
-// The last holder of a key without marks deletes it outright.
+// luaHandoff: handoff(H, W, q, P, ch, news) grants a key that an
+// Exclusive holder's release just left free (its anchor H names no mode
+// with holders) to its first waiting mark (marks of mode m KEYS[q+m]), if
+// that is an Exclusive one that pends a hold in P (acquireScript's pend):
+// the hold it asked for, with a fence counted on KEYS[1] (floor ARGV[1])
+// and its TTL from now, its mark gone. The release's news, "<creator id>
+// <fence>", with " <stamp> 0 <call id> h <hold id> <counter> <ms since
+// the hold was pended>" goes to the waiter's driver alone (ARGV[2] and
+// its id), after the key's channel ch, as "<#ch> <ch><news>": no other
+// waiter need hear it (they stand behind the one handed the key). It
+// returns whether it handed the key (if not, nothing changed).
+var luaHandoff = `
+local function handoff(H, W, q, P, ch, news)
+  local best = firstMark(H, W, q)
+  if not best or best[2] ~= 0 then
+    return false
+  end
+  local p = redis.call('HGET', P, best[3])
+  local a = redis.call('HMGET', H, 'o', 'z', 'L')
+  if not p or a[1] ~= '' or (a[2] and a[2] ~= '') then
+    return false
+  end
+  local id, ttl, at, to, owner = string.match(p, '^(%S+) (%d+) (%d+) (%S+) (.*)$')
+  if not id then
+    return false
+  end
+  ttl = tonumber(ttl)
+` + rediskey.ClockFloor("1") + `
+  local c = redis.call('INCR', KEYS[1])
+  if c < tonumber(ARGV[1]) then
+    c = tonumber(ARGV[1])
+    redis.call('SET', KEYS[1], c)
+  end
+  local mo = '0' .. owner
+  redis.call('HSET', H, 'f' .. mo, c, 'h' .. mo, ',' .. id .. ',', 'a' .. mo, id,
+    'L', math.max(c, tonumber(a[3] or '0')), 'x', owner, 'xe', now + ttl, 'xa', id)
+  keep(H, ttl)
+  redis.call('ZREM', KEYS[q], best[3])
+  redis.call('ZREM', W, '0' .. best[3])
+  redis.call('HDEL', P, best[3])
+  -- (%d: Lua's own formatting of a number would round a counter started
+  -- from the clock)
+  redis.call('PUBLISH', ARGV[2] .. to, #ch .. ' ' .. ch .. news .. ' ' .. best[4] .. ' 0 ' .. best[3] ..
+    ' h ' .. id .. string.format(' %d %d', c, now - tonumber(at)))
+  return true
+end
+`
+
+// releaseScript drops holds: KEYS the fence counter, then 9 per hold
+// (anchor, holders, marks by expiry, marks by mode, pending holds); ARGV
+// the counter floor (as acquireScript's), the prefix of hand-off
+// channels, then 5 per hold (mode, owner, hold id ("": every hold of the
+// owner's holder), channel ("" for silence), call id ("": none) whose
+// mark in the hold's mode goes too). Replies per hold 0 if the holder is
+// not live or lacks the hold, 1 if holds remain, 2 when the holder was
+// deleted: that publishes "<creator id> <fence>[ <next waiter>]" (see
+// news) if no live holder of its mode is left, as only then may a waiter
+// be admitted (a Limited holder always: it frees a slot). An Exclusive
+// holder's release hands the key to the first waiter there if it can
+// (handoff), and tells that waiter's driver alone. A call's mark
+// removed, and no holder, publishes " 0[ <next waiter>]". It is also the
+// undo of a failed attempt, whose hold id is the attempt's, and the end
+// of a call that waited (Abandon). The last holder of a key without
+// marks deletes it outright.
 var releaseScript = goredis.NewScript(luaNow + `
 -- The fast path: the last hold of a key's only holder, without marks.
-if #KEYS == 8 then
-  local H, Z, m, owner, id = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]
+if #KEYS == 10 and ARGV[5] ~= '' then
+  local H, Z, m, owner, id = KEYS[2], KEYS[3], ARGV[3], ARGV[4], ARGV[5]
   local mo = m .. owner
   local v = redis.call('HMGET', H, 'h' .. mo, 'x', 'xe', 'a' .. mo, 'f' .. mo, 'w', 'z', 'N')
   local live
@@ -173,32 +237,61 @@ if #KEYS == 8 then
   end
   if live and not v[6] and v[1] == ',' .. id .. ',' and redis.call('HLEN', H) == own then
     redis.call('DEL', H, Z)
-    if ARGV[4] ~= '' then
-      redis.call('PUBLISH', ARGV[4], (v[4] or '') .. ' ' .. (v[5] or '0'))
+    if ARGV[6] ~= '' then
+      redis.call('PUBLISH', ARGV[6], (v[4] or '') .. ' ' .. (v[5] or '0'))
     end
     return {2}
   end
 end
-` + luaHelpers + luaHolder + luaNextWaiter + `
+` + luaHelpers + luaHolder + luaNextWaiter + luaHandoff + `
+-- unmarkOwn removes call's mark of mode m: whether there was one.
+local function unmarkOwn(W, Q, P, m, call)
+  if call == '' or redis.call('ZREM', Q, call) == 0 then
+    return false
+  end
+  redis.call('ZREM', W, m .. call)
+  redis.call('HDEL', P, call)
+  return true
+end
 local out = {}
-for i = 0, #KEYS / 8 - 1 do
-  local H, Z, W = KEYS[8 * i + 1], KEYS[8 * i + 2], KEYS[8 * i + 3]
-  local m, owner, id, ch = ARGV[4 * i + 1], ARGV[4 * i + 2], ARGV[4 * i + 3], ARGV[4 * i + 4]
+for i = 0, (#KEYS - 1) / 9 - 1 do
+  local b, c = 1 + 9 * i, 2 + 5 * i
+  local H, Z, W, P = KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[b + 9]
+  local m, owner, id, ch = ARGV[c + 1], ARGV[c + 2], ARGV[c + 3], ARGV[c + 4]
+  local unmarked = unmarkOwn(W, KEYS[b + 4 + tonumber(m)], P, m, ARGV[c + 5])
   local v, live = holder(H, Z, m, owner)
   local s, e
-  if live then
+  if live and v[1] and id == '' then
+    s, e = 1, #v[1]
+  elseif live and v[1] then
     s, e = string.find(v[1], ',' .. id .. ',', 1, true)
+  end
+  local L4
+  if m == '4' then
+    L4 = Z
   end
   if not s then
     out[i + 1] = 0
+    if unmarked then
+      if redis.call('HGET', H, 'o') == '' then
+        tidy(H, W)
+      end
+      if ch ~= '' then
+        redis.call('PUBLISH', ch, ' 0' .. nextWaiter(H, W, b + 4, L4))
+      end
+    end
   elseif #v[1] > e - s + 1 then
     redis.call('HSET', H, 'h' .. m .. owner, string.sub(v[1], 1, s) .. string.sub(v[1], e + 1))
     out[i + 1] = 1
   else
-    local freed = true
+    local freed, handed = true, false
+    local news = (v[3] or '') .. ' ' .. (v[2] or '0')
     forget(H, m, owner)
     if m == '0' then
       redis.call('HDEL', H, 'x', 'xe', 'xa')
+      if ch ~= '' then
+        handed = handoff(H, W, b + 4, P, ch, news)
+      end
     else
       redis.call('ZREM', Z, owner)
       local top = redis.call('ZRANGE', Z, -1, -1, 'WITHSCORES')
@@ -208,12 +301,8 @@ for i = 0, #KEYS / 8 - 1 do
       end
     end
     tidy(H, W)
-    if ch ~= '' and freed then
-      local L4
-      if m == '4' then
-        L4 = Z
-      end
-      redis.call('PUBLISH', ch, (v[3] or '') .. ' ' .. (v[2] or '0') .. nextWaiter(H, W, 8 * i + 4, L4))
+    if ch ~= '' and freed and not handed then
+      redis.call('PUBLISH', ch, news .. nextWaiter(H, W, b + 4, L4))
     end
     out[i + 1] = 2
   end
@@ -222,13 +311,14 @@ return out
 `)
 
 // unmarkScript drops a call's waiting mark: KEYS anchor, marks by expiry,
-// marks by mode, Limited holders; ARGV mode, call id, channel ("" for
-// silence). Replies
+// marks by mode, pending holds, Limited holders; ARGV mode, call id,
+// channel ("" for silence). Replies
 // {1} if there was one: then, as a waiter behind it may be admitted, it
 // publishes " 0[ <next waiter>]" (a release of nobody's hold).
 var unmarkScript = goredis.NewScript(luaPrelude + luaNextWaiter + `
 local gone = redis.call('ZREM', KEYS[3 + tonumber(ARGV[1])], ARGV[2])
 redis.call('ZREM', KEYS[2], ARGV[1] .. ARGV[2])
+redis.call('HDEL', KEYS[8], ARGV[2])
 if gone == 1 then
   if redis.call('HGET', KEYS[1], 'o') == '' then
     tidy(KEYS[1], KEYS[2])

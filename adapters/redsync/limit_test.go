@@ -31,7 +31,7 @@ func limitOn(t *testing.T, l *testLocker, clients []goredis.UniversalClient, key
 	var out []int64
 	for _, i := range masters {
 		v, err := acquireScript.Run(context.Background(), clients[i], keys, 1, owner, int(driver.Limited), 60000, id, false,
-			q, call, stamp, conflicting[driver.Limited], n).Int64Slice()
+			q, call, stamp, conflicting[driver.Limited], n, "").Int64Slice()
 		if err != nil {
 			t.Fatalf("master %d: %v", i, err)
 		}

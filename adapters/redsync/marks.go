@@ -21,6 +21,8 @@ type callState struct {
 	last   time.Duration // how long the last attempt took
 	stamp  int64         // the call's place among waiters; 0 until it queues
 	marked time.Time     // when its marks were last placed; zero: place them
+	pended bool          // an attempt asked for a hand-off (handoff.go)
+	pend   pending       // the hold the last refused attempt pended, if any
 }
 
 // What acquireScript's queue argument says of a request.
@@ -34,6 +36,7 @@ const (
 type queueArgs struct {
 	stamp int64
 	queue int
+	pend  string // the hold id a refusal pends for a hand-off; "": none
 }
 
 // queue is the queueing of r's next attempt: its marks are renewed
@@ -49,6 +52,9 @@ func (st *callState) queue(r *driver.Request) queueArgs {
 	q.stamp, q.queue = st.stamp, queued
 	if time.Since(st.marked) >= r.TTL/3 {
 		q.queue = remark
+	}
+	if handsOff(r) {
+		q.pend, st.pended = newHoldID(), true
 	}
 	return q
 }
@@ -77,9 +83,17 @@ func stateOf(r *driver.Request) *callState {
 
 // Abandon removes the marks a failed Lock may have left, telling the
 // waiters behind them; a failed attempt undoes its grants itself before
-// it returns.
+// it returns. A call that asked for hand-offs also gives back whatever a
+// release handed it (its owner is its own: see handsOff), in the same
+// script, so that no hand-off lands between the two.
 func (d *redlock) Abandon(ctx context.Context, r *driver.Request) {
-	if st, _ := r.State.(*callState); st != nil && st.stamp != 0 {
+	st, _ := r.State.(*callState)
+	switch {
+	case st == nil || st.stamp == 0:
+	case st.pended:
+		h := &held{d: d, n: nameOf(r), mode: r.Mode, owner: r.Owner, ttl: r.TTL, call: r.ID} // id "": any hold
+		d.release(ctx, []*held{h}, nil, true)
+	default:
 		d.unmark(ctx, r, nil, true)
 	}
 }
@@ -92,6 +106,6 @@ func (d *redlock) unmark(ctx context.Context, r *driver.Request, on []bool, anno
 		channel = d.channel(n)
 	}
 	keys := append([]string{d.anchor(n), d.markExpiries(n)}, d.allMarks(n)...)
-	keys = append(keys, d.holders(n, driver.Limited))
+	keys = append(keys, d.pendings(n), d.holders(n, driver.Limited))
 	d.round(ctx, r.TTL, on, unmarkScript, keys, int(r.Mode), r.ID, channel)
 }

@@ -19,7 +19,7 @@ func TestMarkOrderIsTheStamp(t *testing.T) {
 	attempt := func(i int, owner, call string, stamp int64, queue int) int64 {
 		t.Helper()
 		v, err := acquireScript.Run(ctx, clients[i], keys, 1, owner, 0, 60000, "1"+call, false, queue, call, stamp,
-			conflicting[driver.Exclusive], 0).Int64Slice()
+			conflicting[driver.Exclusive], 0, "").Int64Slice()
 		if err != nil {
 			t.Fatalf("master %d: %v", i, err)
 		}

@@ -18,6 +18,9 @@ import (
 //	<prefix>lw:<key>      the waiting marks by expiry: "<m><call id>"
 //	<prefix>lq<m>:<key>   the waiting marks of mode m (0 X too) by place:
 //	                      call ids scored by their call's stamp
+//	<prefix>lp:<key>      the holds that Exclusive marks wait to be handed
+//	                      (handoff.go), a hash: call id -> "<hold id> <ttl
+//	                      ms> <set at, ms> <owner>"
 //
 // and its channel is <prefix>r:<key> (<prefix>rt:<key> for a subtree path).
 // The fence counter, <prefix>fence, is one for every key of the prefix.
@@ -69,9 +72,13 @@ func (d *redlock) allMarks(n name) []string {
 	return ks
 }
 
+// pendings is the hash of the holds that n's Exclusive marks wait to be
+// handed: a release grants the first of them (handoff.go).
+func (d *redlock) pendings(n name) string { return d.cfg.prefix + n.letter() + "p:" + n.key }
+
 // records lists n's Redis keys as acquireScript takes them: the anchor,
 // the holders by mode (Exclusive's are in the anchor), the marks by
-// expiry, the marks by mode.
+// expiry, the marks by mode, the pending holds.
 func (d *redlock) records(n name) []string {
 	ks := make([]string, 0, recordKeys)
 	ks = append(ks, d.anchor(n))
@@ -79,11 +86,12 @@ func (d *redlock) records(n name) []string {
 		ks = append(ks, d.holders(n, m))
 	}
 	ks = append(ks, d.markExpiries(n))
-	return append(ks, d.allMarks(n)...)
+	ks = append(ks, d.allMarks(n)...)
+	return append(ks, d.pendings(n))
 }
 
 // recordKeys is how many Redis keys records returns.
-const recordKeys = 1 + 2*len(modes)
+const recordKeys = 2 + 2*len(modes)
 
 func (d *redlock) counterKey() string { return d.cfg.prefix + "fence" }
 
@@ -97,6 +105,14 @@ func (d *redlock) channel(n name) string {
 	}
 	return d.channelPrefix() + ":" + n.key
 }
+
+// handPrefix begins the channel of every driver's hand-offs: not a
+// release channel, so that only the driver named hears them.
+func (d *redlock) handPrefix() string { return d.cfg.prefix + "h:" }
+
+// handChannel is where masters tell this driver of a hand-off to one of
+// its calls (handoff.go).
+func (d *redlock) handChannel() string { return d.handPrefix() + d.id }
 
 // nameOfChannel is the name whose channel is ch, if it is one.
 func (d *redlock) nameOfChannel(ch string) (name, bool) {

@@ -11,9 +11,11 @@ import (
 )
 
 // news is what a driver heard on the keys it waits for: releases, "<id>
-// <fence>[ <stamp> <mode> <call id>]" (the id of the attempt that created
-// the holder that ended, none for a mark removed or a forced release;
-// then the first waiting mark left, if any). It is kept per hub key: a
+// <fence>[ <stamp> <mode> <call id>[ h <hold id> <counter> <ms
+// pending>]]" (the id of the attempt that created the holder that ended,
+// none for a mark removed or a forced release; then the first waiting
+// mark left, if any, or the one the key was handed to, with the hold:
+// handoff.go). It is kept per hub key: a
 // key's waiters in one mode. Earlier versions also announced takes,
 // "t<id> <ttl ms> <fence> <mode>": they are ignored.
 //
@@ -29,10 +31,14 @@ type news struct {
 }
 
 type keyNews struct {
-	released   []release // recent releases, newest last
-	releasedAt time.Time // when a copy of a release was last heard
-	next       waiter    // the first waiter, as the last release said
+	released   []release  // recent releases, newest last
+	releasedAt time.Time  // when a copy of a release was last heard
+	next       waiter     // the first waiter, as the last release said
+	handed     []handCopy // recent hand-offs' copies, newest last
 }
+
+// handsKept is how many copies of hand-offs a key keeps: a few releases'.
+const handsKept = 32
 
 // waiter is the first waiting mark of a key, as a release names it: a
 // waiter it is not, and whose mode it excludes, need not look again.
@@ -88,10 +94,11 @@ func (n *news) forget(key string) {
 	n.mu.Unlock()
 }
 
-// heard records a message and reports whether it must wake the key's
-// waiters now, and the id of a release first heard, whose waiters are
-// woken at releaseSpread unless a quorum of copies did it (settle).
-func (n *news) heard(key, payload string) (wake bool, first string) {
+// heard records a message from a master and reports whether it must
+// wake the key's waiters now, and the id of a release first heard, whose
+// waiters are woken at releaseSpread unless a quorum of copies did it
+// (settle).
+func (n *news) heard(key, payload string, master int) (wake bool, first string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	k := n.keys[key]
@@ -107,6 +114,10 @@ func (n *news) heard(key, payload string) (wake bool, first string) {
 		f = f[1:] // the fence released
 	}
 	k.releasedAt = time.Now()
+	if len(f) == 7 && f[3] == "h" {
+		k.heardHandoff(f[4:], master)
+		f = f[:3]
+	}
 	next := parseWaiter(f)
 	if id == "" {
 		k.next = next
@@ -128,6 +139,36 @@ func (n *news) heard(key, payload string) (wake bool, first string) {
 		return true, first
 	}
 	return false, first
+}
+
+// heardHandoff records "<hold id> <counter> <ms pending>" from master.
+func (k *keyNews) heardHandoff(f []string, master int) {
+	counter, err1 := strconv.ParseUint(f[1], 10, 64)
+	ms, err2 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return
+	}
+	c := handCopy{id: f[0], master: master, counter: counter, pended: time.Duration(ms) * time.Millisecond}
+	k.handed = append(k.handed[max(len(k.handed)-handsKept+1, 0):], c)
+}
+
+// handedTo is the copies heard of the hand-off of hold id on key, one per
+// master, from the masters that on marks.
+func (n *news) handedTo(key, id string, on []bool) []handCopy {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := n.keys[key]
+	if k == nil {
+		return nil
+	}
+	var out []handCopy
+	for _, c := range k.handed {
+		if c.id == id && c.master < len(on) && on[c.master] &&
+			!slices.ContainsFunc(out, func(o handCopy) bool { return o.master == c.master }) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func (k *keyNews) heardRelease(id string) bool {

@@ -2,7 +2,9 @@ package redsync
 
 import (
 	"context"
+	"slices"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -28,7 +30,7 @@ func TestNewsOfReleases(t *testing.T) {
 	n := &news{need: 3, keys: map[string]*keyNews{}}
 	n.watch("k")
 	for i, want := range []bool{false, false, true, false} {
-		wake, first := n.heard("k", "a1 5 100 0 callA")
+		wake, first := n.heard("k", "a1 5 100 0 callA", i)
 		if wake != want || (first != "") != (i == 0) {
 			t.Fatalf("copy %d of a release: wake %v, first %q; want wake %v", i+1, wake, first, want)
 		}
@@ -50,37 +52,72 @@ func TestNewsOfReleases(t *testing.T) {
 			t.Errorf("behind an X waiter (100, callA): %v waiter (%d, %s) = %v, want %v", c.mode, c.stamp, c.call, got, c.want)
 		}
 	}
-	n.heard("k", "a1 5 300 0 callC")
+	n.heard("k", "a1 5 300 0 callC", 0)
 	if n.behind("k", driver.Exclusive, 200, "callB") {
 		t.Error("a copy naming a later first waiter: a waiter before it still stays put")
 	}
-	n.heard("k", "a1 5")
+	n.heard("k", "a1 5", 0)
 	if n.behind("k", driver.Exclusive, 400, "callD") {
 		t.Error("a copy naming no waiter: a waiter still stays put")
 	}
 
-	if wake, _ := n.heard("k", " 0 100 1 callS"); !wake {
+	if wake, _ := n.heard("k", " 0 100 1 callS", 0); !wake {
 		t.Error("a mark's removal did not wake the waiters")
 	}
 	if n.behind("k", driver.Shared, 200, "callB") || !n.behind("k", driver.Exclusive, 200, "callB") {
 		t.Error("behind a shared first waiter: a later reader must look again, a later writer stay put")
 	}
 
-	if wake, first := n.heard("k", "r2 6"); wake || first != "r2" {
+	if wake, first := n.heard("k", "r2 6", 0); wake || first != "r2" {
 		t.Fatalf("first copy of release r2: wake %v, first %q", wake, first)
 	}
 	if !n.settle("k", "r2") || n.settle("k", "r2") {
 		t.Error("settle must wake for a release once")
 	}
 	for range 3 {
-		if wake, _ := n.heard("k", "r2 6"); wake {
+		if wake, _ := n.heard("k", "r2 6", 0); wake {
 			t.Error("a settled release woke the waiters again at its quorum")
 		}
 	}
 
 	// An earlier version's take announcement wakes nobody, and is not
 	// read as a release.
-	if wake, first := n.heard("k", "tT1 1000000 9 1"); wake || first != "" {
+	if wake, first := n.heard("k", "tT1 1000000 9 1", 0); wake || first != "" {
 		t.Errorf("a take announcement: wake %v, first %q; want neither", wake, first)
+	}
+}
+
+// A hand-off's copies are kept by hold and master: the waiter counts one
+// per master, and only from the masters it asks about (those that refused
+// its attempt); the handed call is named as the first waiter.
+func TestNewsOfHandoffs(t *testing.T) {
+	n := &news{need: 3, keys: map[string]*keyNews{}}
+	n.watch("k")
+	for _, c := range []struct {
+		payload string
+		master  int
+	}{
+		{"a1 5 100 0 callA h 77 9 4", 0},
+		{"a1 5 100 0 callA h 77 9 4", 0}, // the same master twice
+		{"a1 5 100 0 callA h 77 10 2", 1},
+		{"a1 5 100 0 callA h 77 9 6", 3},
+		{"a1 5 100 0 callA h 78 9 6", 2}, // another hold
+		{"a1 5 100 0 callA h 77 x 6", 4}, // malformed
+	} {
+		n.heard("k", c.payload, c.master)
+	}
+	got := n.handedTo("k", "77", []bool{true, true, true, false, true})
+	want := []handCopy{
+		{id: "77", master: 0, counter: 9, pended: 4 * time.Millisecond},
+		{id: "77", master: 1, counter: 10, pended: 2 * time.Millisecond},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("handedTo(77) = %+v, want %+v", got, want)
+	}
+	if len(n.handedTo("nokey", "77", []bool{true})) != 0 {
+		t.Error("copies reported for a key not watched")
+	}
+	if !n.behind("k", driver.Exclusive, 200, "callB") || n.behind("k", driver.Exclusive, 100, "callA") {
+		t.Error("a hand-off must name the handed call as the first waiter")
 	}
 }

@@ -22,6 +22,7 @@ import (
 type master struct {
 	client     goredis.UniversalClient
 	ps         *goredis.PubSub
+	index      int           // its place among the masters
 	name       string        // its index among the masters, and address: for the log
 	live       bool          // subscribed on the current connection; guarded by redlock.mu
 	dropped    bool          // it was live once, then lost; guarded by redlock.mu
@@ -47,6 +48,7 @@ func (d *redlock) read(m *master) {
 	quit, cancel := backoff.Until(context.Background(), m.quit)
 	defer cancel()
 	_ = m.ps.PSubscribe(quit, rediskey.MatchPrefix(d.channelPrefix())) // kept for Receive's redial if it failed
+	_ = m.ps.Subscribe(quit, d.handChannel())                          // hand-offs to this driver's calls
 	pace := backoff.Policy{Min: 10 * time.Millisecond, Max: time.Second}
 	for confirmed := false; ; {
 		var msg any
@@ -62,13 +64,20 @@ func (d *redlock) read(m *master) {
 		}
 		switch msg := msg.(type) {
 		case *goredis.Message:
-			if n, ok := d.nameOfChannel(msg.Channel); ok {
+			channel, payload := msg.Channel, msg.Payload
+			if channel == d.handChannel() {
+				channel, payload = handNews(payload)
+			}
+			if n, ok := d.nameOfChannel(channel); ok {
 				d.watches.signal(n)
-				if msg.Payload != announcement {
-					d.heard(n, msg.Payload)
+				if payload != announcement {
+					d.heard(n, payload, m.index)
 				}
 			}
 		case *goredis.Subscription:
+			if msg.Kind != "psubscribe" {
+				continue // the hand channel's: the pattern's stands for both
+			}
 			if confirmed {
 				d.hub.NotifyAll()
 				d.watches.signalAll()
@@ -79,12 +88,12 @@ func (d *redlock) read(m *master) {
 	}
 }
 
-// heard records a message on n's channel, waking the longest waiter of
-// each mode that a release may admit.
-func (d *redlock) heard(n name, payload string) {
+// heard records a message on n's channel from master i, waking the
+// longest waiter of each mode that a release may admit.
+func (d *redlock) heard(n name, payload string, i int) {
 	for _, m := range modes {
 		k := hubKey(n, m)
-		wake, first := d.news.heard(k, payload)
+		wake, first := d.news.heard(k, payload, i)
 		if wake {
 			d.hub.Notify(k)
 		}

@@ -2,6 +2,7 @@ package redsync
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -95,6 +96,7 @@ type redlock struct {
 	watches watches        // Watch's signals (watch.go)
 	counted atomic.Uint64  // largest fence counter seen on any master
 	stamped atomic.Int64   // the last waiter's stamp (nextStamp)
+	id      string         // names the channel of the hand-offs to this driver's calls (handoff.go)
 	bg      sync.WaitGroup // background work (goBG): late replies, release retries
 	bgMu    sync.Mutex     // guards closed, and bg's Add against Close's Wait
 	closed  bool
@@ -144,10 +146,10 @@ func newDriver(clients []goredis.UniversalClient, opts ...Option) (*redlock, err
 	case cfg.driftFactor < 0 || cfg.driftFactor >= 0.5:
 		return nil, fmt.Errorf("%w: drift factor %v is outside [0, 0.5)", ErrInvalidOption, cfg.driftFactor)
 	}
-	d := &redlock{cfg: cfg, quorum: len(clients)/2 + 1, news: news{need: len(clients)/2 + 1, keys: map[string]*keyNews{}}, changed: make(chan struct{})}
+	d := &redlock{cfg: cfg, id: rand.Text(), quorum: len(clients)/2 + 1, news: news{need: len(clients)/2 + 1, keys: map[string]*keyNews{}}, changed: make(chan struct{})}
 	d.stop, d.halt = context.WithCancel(context.Background())
 	for i, c := range clients {
-		m := &master{client: c, name: fmt.Sprint(i)}
+		m := &master{client: c, index: i, name: fmt.Sprint(i)}
 		if o, ok := c.(interface{ Options() *goredis.Options }); ok {
 			m.name += " " + o.Options().Addr
 		}

@@ -114,12 +114,14 @@ const replyWidth = 4
 // queue (0: not queued; 1: queued, its place the stamp; 2: also
 // (re)place its waiting mark if refused), call id, stamp (the call's
 // place among waiters), the modes it conflicts with, its Limit (if
-// Limited). Replies replyWidth integers per request, then the counter (0
+// Limited), hand-off (a driver id: a refusal records the hold id as the
+// one a release may hand its mark, and tells that driver; "": none; see
+// handoff.go). Replies replyWidth integers per request, then the counter (0
 // if no grant read it).
 var acquireScript = goredis.NewScript(acquireLua)
 
 // requestArgs is how many ARGV acquireScript takes per request.
-const requestArgs = 10
+const requestArgs = 11
 
 // acquireLua: who refused is named by the attempt id of the X holder's
 // creator or of an old version's record; the holders of mode m by -(1+m),
@@ -173,7 +175,8 @@ if #ARGV == 1 + RA and not first.o then
 end
 ` + luaHelpers + `
 -- A request's keys: anchor KEYS[k+1], mode m's holders KEYS[k+1+m]
--- (m > 0), marks by expiry KEYS[k+6], mode m's marks KEYS[k+7+m]. s is
+-- (m > 0), marks by expiry KEYS[k+6], mode m's marks KEYS[k+7+m], the
+-- holds marks wait to be handed KEYS[k+12]. s is
 -- its anchor as read: s.z lists the modes that may have holders in a
 -- sorted set, s.w those that may have marks (the anchor's z and w).
 local function has(set, m)
@@ -211,6 +214,7 @@ local function evict(k, s)
     for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[k + 6], '-inf', now, 'LIMIT', 0, 100)) do
       redis.call('ZREM', KEYS[k + 7 + tonumber(string.sub(w, 1, 1))], string.sub(w, 2))
       redis.call('ZREM', KEYS[k + 6], w)
+      redis.call('HDEL', KEYS[k + 12], string.sub(w, 2))
     end
     if redis.call('EXISTS', KEYS[k + 6]) == 0 then
       redis.call('HDEL', KEYS[k + 1], 'w')
@@ -239,6 +243,7 @@ local function head(k, m)
     end
     redis.call('ZREM', Q, h[1])
     redis.call('ZREM', W, m .. h[1])
+    redis.call('HDEL', KEYS[k + 12], h[1])
   end
 end
 -- conflicts is rule 3: who of the live holders and earlier marks refuses
@@ -326,6 +331,7 @@ local function grant(k, a, s)
   end
   if ARGV[a + 6] ~= '0' and has(s.w, m) and redis.call('ZREM', KEYS[k + 7 + m], ARGV[a + 7]) == 1 then
     redis.call('ZREM', KEYS[k + 6], m .. ARGV[a + 7])
+    redis.call('HDEL', KEYS[k + 12], ARGV[a + 7])
   end
   if s.v[1] == 1 then
     return join(k, a, s)
@@ -374,6 +380,16 @@ local function mark(k, a, s)
   keep(W, ttl)
   keep(Q, ttl)
 end
+-- pend records, for a refused request that asks it (a hand-off driver
+-- id) and has a mark here, the hold a release may hand it: "<hold id>
+-- <ttl> <now> <driver id> <owner>" (see handoff in holdscripts.go).
+local function pend(k, a)
+  local P, ttl = KEYS[k + 12], tonumber(ARGV[a + 3])
+  if redis.call('ZSCORE', KEYS[k + 7 + tonumber(ARGV[a + 2])], ARGV[a + 7]) then
+    redis.call('HSET', P, ARGV[a + 7], ARGV[a + 4] .. ' ' .. ttl .. ' ' .. now .. ' ' .. ARGV[a + 11] .. ' ' .. ARGV[a + 1])
+    keep(P, ttl)
+  end
+end
 local n = (#ARGV - 1) / RA
 local ss, all = {}, true
 for i = 0, n - 1 do
@@ -394,6 +410,9 @@ for i = 0, n - 1 do
   elseif v[1] == 0 then
     if ARGV[a + 6] == '2' and v[4] == 0 then
       mark(k, a, ss[i + 1])
+    end
+    if ARGV[a + 11] ~= '' and v[4] == 0 then
+      pend(k, a)
     end
     r = v
   elseif v[1] == 3 then

@@ -22,6 +22,9 @@ type votes struct {
 	reFence  uint64          // largest recorded fence among re-entered masters
 	newFence uint64          // fence for a fresh hold: largest counter among grants
 	counted  []uint64        // what each fresh grant counted to
+	// refusedOn marks the masters that refused: no undo goes there, so a
+	// hold they hand the call later stands (handoff.go).
+	refusedOn []bool
 }
 
 // limitHeld is a master's report of a mismatch by driver.Limiter's rule 2:
@@ -45,7 +48,7 @@ func (d *redlock) sortReplies(res []result[[]int64], n int) ([]votes, []bool) {
 	errs := nodeErrs(res)
 	vs := make([]votes, n)
 	for i := range vs {
-		vs[i] = votes{holders: map[int64]int{}, errs: errs}
+		vs[i] = votes{holders: map[int64]int{}, errs: errs, refusedOn: make([]bool, len(res))}
 	}
 	took := make([]bool, len(res))
 	for i, r := range res {
@@ -57,6 +60,7 @@ func (d *redlock) sortReplies(res []result[[]int64], n int) ([]votes, []bool) {
 		took[i] = r.v[0] == reentered || r.v[0] == granted
 		for j := range vs {
 			vs[j].add(r.v[replyWidth*j:replyWidth*(j+1)], counter)
+			vs[j].refusedOn[i] = r.v[replyWidth*j] == refused
 		}
 	}
 	return vs, took

@@ -1,0 +1,214 @@
+package redsync
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/locker-go/locker/driver"
+)
+
+// attemptCounter counts the acquire scripts a client sent.
+type attemptCounter struct {
+	commandHook
+	n atomic.Int64
+}
+
+func (a *attemptCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if args := cmd.Args(); len(args) > 1 && (args[1] == acquireScript.Hash() || args[1] == acquireLua) {
+			a.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// handoffDrivers are two drivers over the shared masters under one
+// prefix of the test's own, the second's clients counting its attempts.
+func handoffDrivers(t *testing.T) (holder, waiter *redlock, attempts []*attemptCounter, clients []goredis.UniversalClient) {
+	t.Helper()
+	prefix := fmt.Sprintf("test:%s:%d:", t.Name(), time.Now().UnixNano())
+	open := func(count bool) *redlock {
+		var cs []goredis.UniversalClient
+		for _, a := range masterAddrs(t) {
+			c := goredis.NewClient(&goredis.Options{Addr: a, ContextTimeoutEnabled: true})
+			if count {
+				ac := &attemptCounter{}
+				c.AddHook(ac)
+				attempts = append(attempts, ac)
+			}
+			t.Cleanup(func() { _ = c.Close() })
+			cs = append(cs, c)
+		}
+		d, err := newDriver(cs, WithPrefix(prefix), WithNodeTimeout(suiteNodeTimeout))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Close(context.Background()) })
+		clients = cs
+		return d
+	}
+	return open(false), open(true), attempts, clients
+}
+
+// exclusive is a waiting Lock's request for key, as the portable Locker
+// makes it once it listens.
+func exclusive(key string) *driver.Request {
+	return &driver.Request{Key: key, Owner: rand.Text(), ID: rand.Text(), TTL: 10 * time.Second, Wait: true, Queue: true}
+}
+
+// take acquires r, failing the test unless it is granted.
+func take(t *testing.T, d *redlock, r *driver.Request) driver.Grant {
+	t.Helper()
+	g, err := d.Acquire(context.Background(), r)
+	if err != nil || g.Hold == nil {
+		t.Fatalf("Acquire(%s) = %+v, %v; want a grant", r.Key, g, err)
+	}
+	return g
+}
+
+// queueBehind makes r wait behind the key's holder: subscribed, refused,
+// its mark and pending hold placed on every master.
+func queueBehind(t *testing.T, d *redlock, r *driver.Request) <-chan struct{} {
+	t.Helper()
+	woken, leave, err := d.Subscribe(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(leave)
+	g, err := d.Acquire(context.Background(), r)
+	if err != nil || g.Hold != nil {
+		t.Fatalf("Acquire behind a holder = %+v, %v; want refused", g, err)
+	}
+	if st := stateOf(r); st.pend.id == "" || slices.Contains(st.pend.on, false) {
+		t.Fatalf("a refusal on every master pended %+v", st.pend)
+	}
+	return woken
+}
+
+// owners lists the live exclusive holder of key on each master ("" none).
+func owners(t *testing.T, d *redlock, clients []goredis.UniversalClient, key string) []string {
+	t.Helper()
+	out := make([]string, len(clients))
+	for i, c := range clients {
+		x, err := c.HMGet(context.Background(), d.anchor(name{driver.Plain, key}), "x", "xe").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, ok := x[0].(string); ok && x[1] != nil {
+			out[i] = s
+		}
+	}
+	return out
+}
+
+// A release hands the key to the first waiter on each master: the waiter,
+// woken, holds it without an attempt of its own, with a fence above the
+// last holder's and a Deadline that the masters' records outlive, however
+// long it had waited before.
+func TestReleaseHandsTheKeyToTheWaiter(t *testing.T) {
+	a, b, attempts, clients := handoffDrivers(t)
+	key := uniqueKey(t, "k")
+	first := take(t, a, exclusive(key))
+	r := exclusive(key)
+	woken := queueBehind(t, b, r)
+	time.Sleep(200 * time.Millisecond) // time pending: the grant's Start must not count it
+	before := attempts[0].n.Load()
+	released := time.Now()
+	if err := first.Hold.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-woken:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter was not woken by the release")
+	}
+	g := take(t, b, r)
+	returned := time.Now()
+	if n := attempts[0].n.Load() - before; n != 0 {
+		t.Errorf("the handed waiter sent %d attempts to take the key; want none", n)
+	}
+	if g.Hold.(*held).id != r.State.(*callState).pend.id && g.Fence <= first.Fence {
+		t.Errorf("handed grant: hold %s, fence %d after %d", g.Hold.(*held).id, g.Fence, first.Fence)
+	}
+	if g.Fence <= first.Fence {
+		t.Errorf("handed fence %d, not above the last holder's %d", g.Fence, first.Fence)
+	}
+	deadline := g.Start.Add(g.Validity)
+	validity := r.TTL - b.drift(r.TTL)
+	if deadline.Before(released.Add(validity-20*time.Millisecond)) || deadline.After(returned.Add(validity)) {
+		t.Errorf("Deadline %v after the release began; want about %v (TTL less drift)", deadline.Sub(released), validity)
+	}
+	for i, o := range owners(t, b, clients, key) {
+		if o != r.Owner {
+			t.Errorf("master %d: holder %q, want the waiter's %q", i, o, r.Owner)
+		}
+	}
+	if err := g.Hold.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A call that gives up after a release handed it the key (its ctx ended
+// first) gives the hold back with its marks, in one script per master:
+// the key is free for the next.
+func TestAbandonGivesBackAHandedHold(t *testing.T) {
+	a, b, _, clients := handoffDrivers(t)
+	key := uniqueKey(t, "k")
+	first := take(t, a, exclusive(key))
+	r := exclusive(key)
+	queueBehind(t, b, r)
+	if err := first.Hold.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 5*time.Second, "the masters hand the waiter the key", func() bool {
+		return !slices.ContainsFunc(owners(t, b, clients, key), func(o string) bool { return o != r.Owner })
+	})
+	b.Abandon(context.Background(), r)
+	b.bg.Wait() // the masters that replied after the round's quorum
+	if got := owners(t, b, clients, key); slices.ContainsFunc(got, func(o string) bool { return o != "" }) {
+		t.Fatalf("after Abandon the masters' holders are %q; want none", got)
+	}
+	for i, live := range liveOn(t, &testLocker{redlock: b}, clients, name{driver.Plain, key}) {
+		if len(live) != 0 {
+			t.Errorf("master %d keeps %v after Abandon", i, live)
+		}
+	}
+	g := take(t, a, exclusive(key))
+	if g.Fence <= first.Fence {
+		t.Errorf("fence %d after the hand-off given back, not above %d", g.Fence, first.Fence)
+	}
+}
+
+// A master whose release comes late, after the handed waiter let the key
+// go, hands it nothing: the waiter's release took its mark there too.
+func TestReleaseOfAHandedHoldTakesItsMarks(t *testing.T) {
+	a, b, _, clients := handoffDrivers(t)
+	key := uniqueKey(t, "k")
+	first := take(t, a, exclusive(key))
+	r := exclusive(key)
+	woken := queueBehind(t, b, r)
+	h := first.Hold.(*held)
+	a.release(context.Background(), []*held{h}, []bool{true, true, true, false, false}, true)
+	select {
+	case <-woken:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a quorum's hand-off did not wake the waiter")
+	}
+	g := take(t, b, r)
+	if err := g.Hold.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b.bg.Wait()
+	a.release(context.Background(), []*held{h}, []bool{false, false, false, true, true}, true) // late
+	a.bg.Wait()
+	if got := owners(t, b, clients, key); slices.ContainsFunc(got, func(o string) bool { return o != "" }) {
+		t.Errorf("after the late releases the masters' holders are %q; want none", got)
+	}
+}
