@@ -44,8 +44,12 @@ func (d *redlock) Acquire(ctx context.Context, r *driver.Request) (driver.Grant,
 		st.pend = pending{}
 		if err == nil {
 			st.attempted(start, q, &vs[0])
-			if gs[0].Hold == nil && q.pend != "" {
+			switch h, _ := gs[0].Hold.(*held); {
+			case q.pend == "":
+			case h == nil:
 				st.pend = pending{id: q.pend, at: start, on: vs[0].refusedOn}
+			default: // a master that refused may yet hand it a pended hold
+				h.call, h.pended, h.st = r.ID, st.pendedIDs(), st
 			}
 			return gs[0], nil
 		}

@@ -109,7 +109,11 @@
 // and the end of a waiter that gave up (Abandon, which gives back any
 // hold of its call), take the call's marks in the same script, so that a
 // master whose release comes late hands the key to the next waiter
-// instead. Any other waiter keeps to the protocol above.
+// instead. A mark not renewed for half its TTL is not handed the key (a
+// waiter renews it every TTL/3): a dead waiter's keeps the key from the
+// others no longer than before, until it lapses. Any other waiter keeps
+// to the protocol above. With Redis ACLs, a user needs the hand-off
+// channels, "<prefix>h:*", beside the release channels, "<prefix>r*".
 //
 // # Fences
 //

@@ -93,7 +93,7 @@ func (d *redlock) handed(ctx context.Context, r *driver.Request, st *callState) 
 		return driver.Grant{}, false
 	}
 	st.pend = pending{}
-	h := &held{d: d, n: nameOf(r), mode: r.Mode, owner: r.Owner, id: p.id, ttl: r.TTL, call: r.ID}
+	h := d.handedHold(r, st, p.id)
 	v := votes{got: len(copies)}
 	least := copies[0].pended
 	heard := make([]bool, len(d.masters))
@@ -113,6 +113,13 @@ func (d *redlock) handed(ctx context.Context, r *driver.Request, st *callState) 
 	}
 	d.goBG(func() { d.unmarkUnheard(r, h, heard) })
 	return gs[0], true
+}
+
+// handedHold is a hold of r, which pends its holds (handsOff), as id:
+// its release drops every hold r pended, and takes r's marks.
+func (d *redlock) handedHold(r *driver.Request, st *callState, id string) *held {
+	return &held{d: d, n: nameOf(r), mode: r.Mode, owner: r.Owner, id: id, ttl: r.TTL,
+		call: r.ID, pended: st.pendedIDs(), st: st}
 }
 
 // unmarkUnheard removes r's marks, once the masters had a node timeout

@@ -119,7 +119,7 @@ func TestReleaseHandsTheKeyToTheWaiter(t *testing.T) {
 	r := exclusive(key)
 	woken := queueBehind(t, b, r)
 	time.Sleep(200 * time.Millisecond) // time pending: the grant's Start must not count it
-	before := attempts[0].n.Load()
+	before, pended := attempts[0].n.Load(), r.State.(*callState).pend.id
 	released := time.Now()
 	if err := first.Hold.Release(context.Background()); err != nil {
 		t.Fatal(err)
@@ -134,8 +134,8 @@ func TestReleaseHandsTheKeyToTheWaiter(t *testing.T) {
 	if n := attempts[0].n.Load() - before; n != 0 {
 		t.Errorf("the handed waiter sent %d attempts to take the key; want none", n)
 	}
-	if g.Hold.(*held).id != r.State.(*callState).pend.id && g.Fence <= first.Fence {
-		t.Errorf("handed grant: hold %s, fence %d after %d", g.Hold.(*held).id, g.Fence, first.Fence)
+	if id := g.Hold.(*held).id; id != pended {
+		t.Errorf("handed grant of hold %s, want the pended %s", id, pended)
 	}
 	if g.Fence <= first.Fence {
 		t.Errorf("handed fence %d, not above the last holder's %d", g.Fence, first.Fence)
@@ -210,5 +210,108 @@ func TestReleaseOfAHandedHoldTakesItsMarks(t *testing.T) {
 	a.bg.Wait()
 	if got := owners(t, b, clients, key); slices.ContainsFunc(got, func(o string) bool { return o != "" }) {
 		t.Errorf("after the late releases the masters' holders are %q; want none", got)
+	}
+}
+
+// A request made again after it gave up (a group's take restarting) does
+// not take a hand-off heard before: the key went on to the next waiter.
+func TestAbandonForgetsTheHandoffHeard(t *testing.T) {
+	a, b, _, clients := handoffDrivers(t)
+	key := uniqueKey(t, "k")
+	first := take(t, a, exclusive(key))
+	r, v := exclusive(key), exclusive(key)
+	woken := queueBehind(t, b, r)
+	queueBehind(t, b, v) // keeps the key's news here after r gives up
+	if err := first.Hold.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-woken
+	b.Abandon(context.Background(), r) // hands the key on to v
+	b.bg.Wait()
+	if g, err := b.Acquire(context.Background(), r); err != nil || g.Hold != nil {
+		t.Fatalf("Acquire of the request made again = %+v, %v; want refused, v holds the key", g, err)
+	}
+	within(t, 5*time.Second, "v holds the key on every master", func() bool {
+		return !slices.ContainsFunc(owners(t, b, clients, key), func(o string) bool { return o != v.Owner })
+	})
+}
+
+// A hand-off wakes its call however the Locker's waiters stand: here
+// behind another of the key's waiters that subscribed first (a wake-one
+// Notify would wake that one alone).
+func TestHandoffWakesItsCall(t *testing.T) {
+	a, b, _, _ := handoffDrivers(t)
+	key := uniqueKey(t, "k")
+	first := take(t, a, exclusive(key))
+	r, other := exclusive(key), exclusive(key)
+	stateOf(r).stamp = 1 // first among the marks, last to subscribe
+	queueBehind(t, b, other)
+	woken := queueBehind(t, b, r)
+	if err := first.Hold.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-woken:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call handed the key was not woken")
+	}
+	take(t, b, r)
+}
+
+// A master may hand a call an earlier hold it pended than the others did
+// (its later attempt never reached that master): the lease's release
+// drops that one too, not only its own.
+func TestReleaseDropsEveryPendedHold(t *testing.T) {
+	a, b, _, clients := handoffDrivers(t)
+	key := uniqueKey(t, "k")
+	first := take(t, a, exclusive(key))
+	r := exclusive(key)
+	woken := queueBehind(t, b, r)
+	ctx, pendings := context.Background(), b.pendings(name{driver.Plain, key})
+	earlier, err := clients[4].HGet(ctx, pendings, r.ID).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, err := b.Acquire(ctx, r); err != nil || g.Hold != nil { // pends another hold
+		t.Fatalf("second Acquire behind the holder = %+v, %v; want refused", g, err)
+	}
+	if err := clients[4].HSet(ctx, pendings, r.ID, earlier).Err(); err != nil { // as if it never came there
+		t.Fatal(err)
+	}
+	if err := first.Hold.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-woken
+	g := take(t, b, r)
+	a.bg.Wait()
+	if got := owners(t, b, clients, key); got[4] != r.Owner {
+		t.Fatalf("holders %q: master 4 did not hand the earlier hold", got)
+	}
+	if err := g.Hold.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.bg.Wait()
+	if got := owners(t, b, clients, key); slices.ContainsFunc(got, func(o string) bool { return o != "" }) {
+		t.Errorf("after the release the masters' holders are %q; want none", got)
+	}
+}
+
+// A mark not renewed for half its TTL is not handed the key (a live
+// waiter renews it every TTL/3; a dead one would hold the key a TTL
+// more): the key is left free.
+func TestStaleMarkIsNotHandedTheKey(t *testing.T) {
+	a, b, _, clients := handoffDrivers(t)
+	key := uniqueKey(t, "k")
+	first := take(t, a, exclusive(key))
+	r := exclusive(key)
+	r.TTL = 600 * time.Millisecond
+	queueBehind(t, b, r)
+	time.Sleep(r.TTL/2 + 50*time.Millisecond) // the mark's age is the point
+	if err := first.Hold.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a.bg.Wait()
+	if got := owners(t, b, clients, key); slices.ContainsFunc(got, func(o string) bool { return o != "" }) {
+		t.Errorf("holders %q after the release; want none (the mark was stale)", got)
 	}
 }

@@ -20,12 +20,16 @@ type held struct {
 	mode  driver.Mode
 	owner string
 	id    string // the hold's own id in the records: its attempt's
-	// call: for a hold handed to a waiting call (handoff.go), its id: the
-	// hold's release takes the call's marks too, lest a master yet to
-	// hand it the hold do so after the release.
-	call  string
-	fence uint64
-	ttl   time.Duration
+	// For a hold of a call that pends holds for hand-offs (handoff.go):
+	// its id, so that the hold's release takes the call's marks too, lest
+	// a master yet to hand it a hold do so after the release; every hold
+	// it pended ("|id|…|"), which the release drops (a master may have
+	// handed it another than this); its state, told its marks went.
+	call   string
+	pended string
+	st     *callState
+	fence  uint64
+	ttl    time.Duration
 	// released: a release of it has begun (no claim for a late grant)
 	released atomic.Bool
 	// late: the replies still to come to the grant's round, if it ended
@@ -149,7 +153,14 @@ func (d *redlock) release(ctx context.Context, hs []*held, on []bool, announce b
 		keys = append(keys, d.anchor(h.n), d.holders(h.n, h.mode), d.markExpiries(h.n))
 		keys = append(keys, d.allMarks(h.n)...)
 		keys = append(keys, d.pendings(h.n))
-		args = append(args, int(h.mode), h.owner, h.id, channel, h.call)
+		id := h.id
+		if h.pended != "" {
+			id = h.pended
+		}
+		if h.st != nil {
+			h.st.unmarked.Store(true)
+		}
+		args = append(args, int(h.mode), h.owner, id, channel, h.call)
 	}
 	rr := &releaseRound{d: d, hs: hs, keys: keys, args: args}
 	for _, h := range hs { // the longest node timeout: no grant's reply comes later

@@ -121,11 +121,16 @@ local function firstMark(H, W, q)
   local w, best = redis.call('HGET', H, 'w') or '', nil
   for i = 1, #w do
     local m = tonumber(string.sub(w, i, i))
-    local h = redis.call('ZRANGE', KEYS[q + m], 0, 0, 'WITHSCORES')
-    if h[1] and alive(redis.call('ZSCORE', W, m .. h[1])) then
-      local st = tonumber(h[2])
-      if not best or st < best[1] or (st == best[1] and h[1] < best[3]) then
-        best = {st, m, h[1], h[2]}
+    -- its first live mark among the first few (lapsed ones wait for an
+    -- attempt's eviction)
+    local h = redis.call('ZRANGE', KEYS[q + m], 0, 7, 'WITHSCORES')
+    for j = 1, #h, 2 do
+      if alive(redis.call('ZSCORE', W, m .. h[j])) then
+        local st = tonumber(h[j + 1])
+        if not best or st < best[1] or (st == best[1] and h[j] < best[3]) then
+          best = {st, m, h[j], h[j + 1]}
+        end
+        break
       end
     end
   end
@@ -150,7 +155,9 @@ end
 // luaHandoff: handoff(H, W, q, P, ch, news) grants a key that an
 // Exclusive holder's release just left free (its anchor H names no mode
 // with holders) to its first waiting mark (marks of mode m KEYS[q+m]), if
-// that is an Exclusive one that pends a hold in P (acquireScript's pend):
+// that is an Exclusive one that pends a hold in P (acquireScript's pend)
+// and was renewed within half its TTL (a live waiter renews it every
+// TTL/3: a dead one's is not handed the key, only passed once it lapses):
 // the hold it asked for, with a fence counted on KEYS[1] (floor ARGV[1])
 // and its TTL from now, its mark gone. The release's news, "<creator id>
 // <fence>", with " <stamp> 0 <call id> h <hold id> <counter> <ms since
@@ -174,6 +181,9 @@ local function handoff(H, W, q, P, ch, news)
     return false
   end
   ttl = tonumber(ttl)
+  if tonumber(redis.call('ZSCORE', W, '0' .. best[3])) - now < ttl / 2 then
+    return false
+  end
 ` + rediskey.ClockFloor("1") + `
   local c = redis.call('INCR', KEYS[1])
   if c < tonumber(ARGV[1]) then
@@ -198,9 +208,10 @@ end
 // releaseScript drops holds: KEYS the fence counter, then 9 per hold
 // (anchor, holders, marks by expiry, marks by mode, pending holds); ARGV
 // the counter floor (as acquireScript's), the prefix of hand-off
-// channels, then 5 per hold (mode, owner, hold id ("": every hold of the
-// owner's holder), channel ("" for silence), call id ("": none) whose
-// mark in the hold's mode goes too). Replies per hold 0 if the holder is
+// channels, then 5 per hold (mode, owner, hold id (or "|id|id|…|": those
+// of them the holder has: a call's pended holds, handoff.go), channel
+// ("" for silence), call id ("": none) whose mark in the hold's mode goes
+// too). Replies per hold 0 if the holder is
 // not live or lacks the hold, 1 if holds remain, 2 when the holder was
 // deleted: that publishes "<creator id> <fence>[ <next waiter>]" (see
 // news) if no live holder of its mode is left, as only then may a waiter
@@ -213,7 +224,7 @@ end
 // marks deletes it outright.
 var releaseScript = goredis.NewScript(luaNow + `
 -- The fast path: the last hold of a key's only holder, without marks.
-if #KEYS == 10 and ARGV[5] ~= '' then
+if #KEYS == 10 then
   local H, Z, m, owner, id = KEYS[2], KEYS[3], ARGV[3], ARGV[4], ARGV[5]
   local mo = m .. owner
   local v = redis.call('HMGET', H, 'h' .. mo, 'x', 'xe', 'a' .. mo, 'f' .. mo, 'w', 'z', 'N')
@@ -244,6 +255,23 @@ if #KEYS == 10 and ARGV[5] ~= '' then
   end
 end
 ` + luaHelpers + luaHolder + luaNextWaiter + luaHandoff + `
+-- without is holds hs (",a,b,") without the hold id, or without those of
+-- the ids "|a|c|" names; nil if none of them is there.
+local function without(hs, id)
+  if string.sub(id, 1, 1) ~= '|' then
+    local s, e = string.find(hs, ',' .. id .. ',', 1, true)
+    return s and string.sub(hs, 1, s) .. string.sub(hs, e + 1)
+  end
+  local left, any = ',', false
+  for h in string.gmatch(hs, '[^,]+') do
+    if string.find(id, '|' .. h .. '|', 1, true) then
+      any = true
+    else
+      left = left .. h .. ','
+    end
+  end
+  return any and left
+end
 -- unmarkOwn removes call's mark of mode m: whether there was one.
 local function unmarkOwn(W, Q, P, m, call)
   if call == '' or redis.call('ZREM', Q, call) == 0 then
@@ -260,17 +288,15 @@ for i = 0, (#KEYS - 1) / 9 - 1 do
   local m, owner, id, ch = ARGV[c + 1], ARGV[c + 2], ARGV[c + 3], ARGV[c + 4]
   local unmarked = unmarkOwn(W, KEYS[b + 4 + tonumber(m)], P, m, ARGV[c + 5])
   local v, live = holder(H, Z, m, owner)
-  local s, e
-  if live and v[1] and id == '' then
-    s, e = 1, #v[1]
-  elseif live and v[1] then
-    s, e = string.find(v[1], ',' .. id .. ',', 1, true)
+  local rest -- the holds left
+  if live and v[1] then
+    rest = without(v[1], id)
   end
   local L4
   if m == '4' then
     L4 = Z
   end
-  if not s then
+  if not rest then
     out[i + 1] = 0
     if unmarked then
       if redis.call('HGET', H, 'o') == '' then
@@ -280,8 +306,8 @@ for i = 0, (#KEYS - 1) / 9 - 1 do
         redis.call('PUBLISH', ch, ' 0' .. nextWaiter(H, W, b + 4, L4))
       end
     end
-  elseif #v[1] > e - s + 1 then
-    redis.call('HSET', H, 'h' .. m .. owner, string.sub(v[1], 1, s) .. string.sub(v[1], e + 1))
+  elseif rest ~= ',' then
+    redis.call('HSET', H, 'h' .. m .. owner, rest)
     out[i + 1] = 1
   else
     local freed, handed = true, false

@@ -2,6 +2,8 @@ package redsync
 
 import (
 	"context"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/locker-go/locker/driver"
@@ -21,9 +23,17 @@ type callState struct {
 	last   time.Duration // how long the last attempt took
 	stamp  int64         // the call's place among waiters; 0 until it queues
 	marked time.Time     // when its marks were last placed; zero: place them
-	pended bool          // an attempt asked for a hand-off (handoff.go)
 	pend   pending       // the hold the last refused attempt pended, if any
+	// pended: the hold ids the call's attempts pended for a hand-off
+	// (handoff.go), the last pendedKept of them; unmarked: a release of
+	// a hold of the call took its marks (place them again).
+	pended   []string
+	unmarked atomic.Bool
 }
+
+// pendedKept is how many of its pended hold ids a call keeps: a master
+// hands the last one it was sent, which is one of the last few.
+const pendedKept = 64
 
 // What acquireScript's queue argument says of a request.
 const (
@@ -50,13 +60,19 @@ func (st *callState) queue(r *driver.Request) queueArgs {
 		st.stamp = time.Now().UnixMicro()
 	}
 	q.stamp, q.queue = st.stamp, queued
-	if time.Since(st.marked) >= r.TTL/3 {
+	if st.unmarked.Swap(false) || time.Since(st.marked) >= r.TTL/3 {
 		q.queue = remark
 	}
 	if handsOff(r) {
-		q.pend, st.pended = newHoldID(), true
+		q.pend = newHoldID()
+		st.pended = append(st.pended[len(st.pended)-min(len(st.pended), pendedKept-1):], q.pend)
 	}
 	return q
+}
+
+// pendedIDs names the call's pended holds for releaseScript: "|id|…|".
+func (st *callState) pendedIDs() string {
+	return "|" + strings.Join(st.pended, "|") + "|"
 }
 
 // attempted records an attempt begun at start with q, which votes v
@@ -83,16 +99,17 @@ func stateOf(r *driver.Request) *callState {
 
 // Abandon removes the marks a failed Lock may have left, telling the
 // waiters behind them; a failed attempt undoes its grants itself before
-// it returns. A call that asked for hand-offs also gives back whatever a
-// release handed it (its owner is its own: see handsOff), in the same
-// script, so that no hand-off lands between the two.
+// it returns. A call that asked for hand-offs also gives back whatever
+// hold a release handed it (one it pended), in the same script, so that
+// no hand-off lands between the two; and forgets its pending hold, lest
+// the request, made again, take a hand-off heard before.
 func (d *redlock) Abandon(ctx context.Context, r *driver.Request) {
 	st, _ := r.State.(*callState)
 	switch {
 	case st == nil || st.stamp == 0:
-	case st.pended:
-		h := &held{d: d, n: nameOf(r), mode: r.Mode, owner: r.Owner, ttl: r.TTL, call: r.ID} // id "": any hold
-		d.release(ctx, []*held{h}, nil, true)
+	case len(st.pended) > 0:
+		st.pend, st.marked = pending{}, time.Time{}
+		d.release(ctx, []*held{d.handedHold(r, st, "")}, nil, true)
 	default:
 		d.unmark(ctx, r, nil, true)
 	}

@@ -20,7 +20,7 @@ import (
 //	                      call ids scored by their call's stamp
 //	<prefix>lp:<key>      the holds that Exclusive marks wait to be handed
 //	                      (handoff.go), a hash: call id -> "<hold id> <ttl
-//	                      ms> <set at, ms> <owner>"
+//	                      ms> <set at, ms> <driver id> <owner>"
 //
 // and its channel is <prefix>r:<key> (<prefix>rt:<key> for a subtree path).
 // The fence counter, <prefix>fence, is one for every key of the prefix.

@@ -65,13 +65,14 @@ func (d *redlock) read(m *master) {
 		switch msg := msg.(type) {
 		case *goredis.Message:
 			channel, payload := msg.Channel, msg.Payload
-			if channel == d.handChannel() {
+			handed := channel == d.handChannel()
+			if handed {
 				channel, payload = handNews(payload)
 			}
 			if n, ok := d.nameOfChannel(channel); ok {
 				d.watches.signal(n)
 				if payload != announcement {
-					d.heard(n, payload, m.index)
+					d.heard(n, payload, m.index, handed)
 				}
 			}
 		case *goredis.Subscription:
@@ -89,18 +90,25 @@ func (d *redlock) read(m *master) {
 }
 
 // heard records a message on n's channel from master i, waking the
-// longest waiter of each mode that a release may admit.
-func (d *redlock) heard(n name, payload string, i int) {
+// longest waiter of each mode that a release may admit; or, for a
+// hand-off to a call of this driver (handed), every waiter of the key
+// in its mode: the Hub cannot tell which call it is for, and the others
+// find they stand behind it, at no cost to the masters.
+func (d *redlock) heard(n name, payload string, i int, handed bool) {
 	for _, m := range modes {
 		k := hubKey(n, m)
+		notify := d.hub.Notify
+		if handed {
+			notify = d.hub.NotifyEvery
+		}
 		wake, first := d.news.heard(k, payload, i)
 		if wake {
-			d.hub.Notify(k)
+			notify(k)
 		}
 		if first != "" && !wake {
 			time.AfterFunc(releaseSpread, func() {
 				if d.news.settle(k, first) {
-					d.hub.Notify(k)
+					notify(k)
 				}
 			})
 		}

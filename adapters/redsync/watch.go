@@ -16,7 +16,9 @@ import (
 // channels, which carry releases already: every message on a
 // key's channel signals its watchers, and an election's grants and
 // releases are announced there too (driver.Announcer), with a payload
-// that waiters ignore.
+// that waiters ignore. A release that hands the key to a waiter tells
+// that waiter's Locker alone (handoff.go): watchers elsewhere hear of it
+// by the announcements, as of any grant.
 
 // announcement is Announce's payload: no release has it (theirs hold a
 // space), nor an earlier version's take (takePrefix and an id).

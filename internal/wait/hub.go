@@ -145,6 +145,20 @@ func (h *Hub) wake(e *entry) {
 	}
 }
 
+// NotifyEvery wakes every waiter for key, even on a wake-one Hub: for
+// news meant for one of them that the Hub cannot tell apart (Redlock's
+// hand-off to one call), so that the one it is for hears it whatever
+// its place here.
+func (h *Hub) NotifyEvery(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.keys[key]; e != nil {
+		for c := range e.waiters {
+			signal(c)
+		}
+	}
+}
+
 // NotifyAll wakes every waiter, e.g. after a reconnect in which
 // notifications may have been lost.
 func (h *Hub) NotifyAll() {

@@ -90,6 +90,10 @@ func TestWakeOneHubWakesTheOldestAndPassesOn(t *testing.T) {
 	if got := woken(); len(got) != 1 || got[0] != 1 {
 		t.Fatalf("second Notify woke %v, want [1]", got)
 	}
+	hub.NotifyEvery("k")
+	if got := woken(); len(got) != 2 || got[0] != 1 || got[1] != 2 {
+		t.Fatalf("NotifyEvery woke %v, want [1 2]", got)
+	}
 	stops[1]()
 	stops[2]()
 }
