@@ -44,12 +44,9 @@ func (d *redlock) Acquire(ctx context.Context, r *driver.Request) (driver.Grant,
 		st.pend = pending{}
 		if err == nil {
 			st.attempted(start, q, &vs[0])
-			switch h, _ := gs[0].Hold.(*held); {
-			case q.pend == "":
-			case h == nil:
+			if gs[0].Hold == nil && q.pend != "" {
 				st.pend = pending{id: q.pend, at: start, on: vs[0].refusedOn}
-			default: // a master that refused may yet hand it a pended hold
-				h.call, h.pended, h.st = r.ID, st.pendedIDs(), st
+				gs[0].Retry = st.renewBy(r, gs[0].Retry)
 			}
 			return gs[0], nil
 		}
@@ -110,11 +107,10 @@ func (d *redlock) attempt(ctx context.Context, rs []*driver.Request, q queueArgs
 	}
 	hs := make([]*held, len(rs))
 	for i, r := range rs {
-		id := newHoldID()
-		if i == 0 && q.pend != "" {
-			id = q.pend
+		hs[i] = &held{d: d, n: nameOf(r), mode: r.Mode, owner: r.Owner, id: newHoldID(), ttl: r.TTL}
+		if i == 0 && q.pend != "" { // a master that refuses may yet hand the call a pended hold
+			hs[0].id, hs[0].call, hs[0].pended, hs[0].st = q.pend, r.ID, q.pended, q.st
 		}
-		hs[i] = &held{d: d, n: nameOf(r), mode: r.Mode, owner: r.Owner, id: id, ttl: r.TTL}
 	}
 	keys, args := d.acquireArgs(rs, hs, q)
 	start := time.Now()

@@ -49,9 +49,9 @@ type handCopy struct {
 }
 
 // handsOff reports whether r's refusals pend its hold for a hand-off: a
-// queued Exclusive call with an owner of its own (so that Abandon may
-// give back any hold of it) and no fence floor (which its attempts
-// raise the counters to first).
+// queued Exclusive call with an owner of its own (its holder has one
+// hold, its lease's) and no fence floor (which its attempts raise the
+// counters to first).
 func handsOff(r *driver.Request) bool {
 	return r.Queue && r.Mode == driver.Exclusive && !r.Reentrant && r.Floor == 0
 }
@@ -113,6 +113,17 @@ func (d *redlock) handed(ctx context.Context, r *driver.Request, st *callState) 
 	}
 	d.goBG(func() { d.unmarkUnheard(r, h, heard) })
 	return gs[0], true
+}
+
+// renewBy bounds the pause of r, refused with its hold pended, so that
+// its next attempt renews its marks TTL/3 after they were placed (not
+// after this attempt): a release hands the key only to a mark renewed
+// within half its TTL.
+func (st *callState) renewBy(r *driver.Request, retry time.Duration) time.Duration {
+	if st.marked.IsZero() {
+		return retry
+	}
+	return min(retry, max(r.TTL/3-time.Since(st.marked), 0))
 }
 
 // handedHold is a hold of r, which pends its holds (handsOff), as id:

@@ -315,3 +315,36 @@ func TestStaleMarkIsNotHandedTheKey(t *testing.T) {
 		t.Errorf("holders %q after the release; want none (the mark was stale)", got)
 	}
 }
+
+// A release of a call's earlier run (a retry landing late, after the
+// request was made again) leaves the marks of the run now waiting: they
+// pend a hold it does not list.
+func TestLateReleaseLeavesTheNewRunsMarks(t *testing.T) {
+	a, b, _, clients := handoffDrivers(t)
+	key := uniqueKey(t, "k")
+	take(t, a, exclusive(key))
+	r := exclusive(key)
+	queueBehind(t, b, r)
+	earlier := &held{d: b, n: name{driver.Plain, key}, owner: r.Owner, ttl: r.TTL, call: r.ID, pended: "|12345|"}
+	b.release(context.Background(), []*held{earlier}, nil, true)
+	b.bg.Wait()
+	for i, live := range liveOn(t, &testLocker{redlock: b}, clients, name{driver.Plain, key}) {
+		if marksOn(live) != 1 {
+			t.Errorf("master %d: %v after an earlier run's release; want the waiter's mark", i, live)
+		}
+	}
+}
+
+// A refused waiter that pends its hold looks again in time to renew its
+// marks TTL/3 after it placed them, not TTL/3 after its last attempt: a
+// release hands the key only to a mark renewed within half its TTL.
+func TestPendingWaiterRenewsItsMarksInTime(t *testing.T) {
+	r := exclusive("k")
+	st := &callState{marked: time.Now().Add(-r.TTL / 4)}
+	if got := st.renewBy(r, r.TTL); got > r.TTL/3-r.TTL/4 {
+		t.Errorf("pause %v with marks placed TTL/4 ago; want at most %v", got, r.TTL/3-r.TTL/4)
+	}
+	if got := (&callState{}).renewBy(r, time.Second); got != time.Second {
+		t.Errorf("pause %v with no marks placed; want the refusal's, 1s", got)
+	}
+}

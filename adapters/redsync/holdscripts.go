@@ -211,7 +211,7 @@ end
 // channels, then 5 per hold (mode, owner, hold id (or "|id|id|…|": those
 // of them the holder has: a call's pended holds, handoff.go), channel
 // ("" for silence), call id ("": none) whose mark in the hold's mode goes
-// too). Replies per hold 0 if the holder is
+// too, if it pends one of the holds listed). Replies per hold 0 if the holder is
 // not live or lacks the hold, 1 if holds remain, 2 when the holder was
 // deleted: that publishes "<creator id> <fence>[ <next waiter>]" (see
 // news) if no live holder of its mode is left, as only then may a waiter
@@ -246,7 +246,10 @@ if #KEYS == 10 then
   if v[8] then
     own = own + 1
   end
-  if live and not v[6] and v[1] == ',' .. id .. ',' and redis.call('HLEN', H) == own then
+  -- its one hold is id, or one of ids "|id|…|"
+  local one = v[1] and string.match(v[1], '^,([^,]+),$')
+  local mine = one == id or (one and string.find(id, '|' .. one .. '|', 1, true))
+  if live and not v[6] and mine and redis.call('HLEN', H) == own then
     redis.call('DEL', H, Z)
     if ARGV[6] ~= '' then
       redis.call('PUBLISH', ARGV[6], (v[4] or '') .. ' ' .. (v[5] or '0'))
@@ -272,11 +275,19 @@ local function without(hs, id)
   end
   return any and left
 end
--- unmarkOwn removes call's mark of mode m: whether there was one.
-local function unmarkOwn(W, Q, P, m, call)
-  if call == '' or redis.call('ZREM', Q, call) == 0 then
+-- unmarkOwn removes call's mark of mode m, if the hold it pends is one
+-- of ids ("|id|…|"): not a mark the call, made again, placed since (a
+-- retried release of its earlier run's hold must not take it). Whether
+-- there was one.
+local function unmarkOwn(W, Q, P, m, call, ids)
+  if call == '' then
     return false
   end
+  local p = redis.call('HGET', P, call)
+  if not p or not string.find(ids, '|' .. string.match(p, '^%S+') .. '|', 1, true) then
+    return false
+  end
+  redis.call('ZREM', Q, call)
   redis.call('ZREM', W, m .. call)
   redis.call('HDEL', P, call)
   return true
@@ -286,7 +297,7 @@ for i = 0, (#KEYS - 1) / 9 - 1 do
   local b, c = 1 + 9 * i, 2 + 5 * i
   local H, Z, W, P = KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[b + 9]
   local m, owner, id, ch = ARGV[c + 1], ARGV[c + 2], ARGV[c + 3], ARGV[c + 4]
-  local unmarked = unmarkOwn(W, KEYS[b + 4 + tonumber(m)], P, m, ARGV[c + 5])
+  local unmarked = unmarkOwn(W, KEYS[b + 4 + tonumber(m)], P, m, ARGV[c + 5], id)
   local v, live = holder(H, Z, m, owner)
   local rest -- the holds left
   if live and v[1] then

@@ -32,7 +32,9 @@ type callState struct {
 }
 
 // pendedKept is how many of its pended hold ids a call keeps: a master
-// hands the last one it was sent, which is one of the last few.
+// hands the last one it was sent, almost always one of the last few (a
+// master its attempts keep missing for 64 of them, which then hands an
+// older one, keeps that hold until it lapses).
 const pendedKept = 64
 
 // What acquireScript's queue argument says of a request.
@@ -47,6 +49,9 @@ type queueArgs struct {
 	stamp int64
 	queue int
 	pend  string // the hold id a refusal pends for a hand-off; "": none
+	// with pend: every hold id the call pended ("|id|…|"), and its state
+	pended string
+	st     *callState
 }
 
 // queue is the queueing of r's next attempt: its marks are renewed
@@ -66,6 +71,7 @@ func (st *callState) queue(r *driver.Request) queueArgs {
 	if handsOff(r) {
 		q.pend = newHoldID()
 		st.pended = append(st.pended[len(st.pended)-min(len(st.pended), pendedKept-1):], q.pend)
+		q.pended, q.st = st.pendedIDs(), st
 	}
 	return q
 }

@@ -70,6 +70,7 @@ type release struct {
 	id     string
 	copies int
 	woke   bool
+	handed bool // a copy handed the key to a call here (handoff.go)
 }
 
 // releaseSpread is how long after the first copy of a release the
@@ -114,7 +115,8 @@ func (n *news) heard(key, payload string, master int) (wake bool, first string) 
 		f = f[1:] // the fence released
 	}
 	k.releasedAt = time.Now()
-	if len(f) == 7 && f[3] == "h" {
+	handed := len(f) == 7 && f[3] == "h"
+	if handed {
 		k.heardHandoff(f[4:], master)
 		f = f[:3]
 	}
@@ -134,6 +136,7 @@ func (n *news) heard(key, payload string, master int) (wake bool, first string) 
 	}
 	r := &k.released[i]
 	r.copies++
+	r.handed = r.handed || handed
 	if r.copies >= n.need && !r.woke {
 		r.woke = true
 		return true, first
@@ -199,6 +202,15 @@ func (n *news) settle(key, id string) bool {
 	}
 	k.released[i].woke = true
 	return true
+}
+
+// handedOff reports whether a copy of the release id of key handed the
+// key to a call of this driver.
+func (n *news) handedOff(key, id string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := n.keys[key]
+	return k != nil && slices.ContainsFunc(k.released, func(r release) bool { return r.id == id && r.handed })
 }
 
 // announced reports whether the release of the hold with id was heard.

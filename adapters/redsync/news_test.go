@@ -120,4 +120,13 @@ func TestNewsOfHandoffs(t *testing.T) {
 	if !n.behind("k", driver.Exclusive, 200, "callB") || n.behind("k", driver.Exclusive, 100, "callA") {
 		t.Error("a hand-off must name the handed call as the first waiter")
 	}
+	n.heard("k", "a2 6 200 0 callB", 0) // a copy on the key's channel
+	n.heard("k", "a2 6 200 0 callB h 79 11 1", 1)
+	if !n.handedOff("k", "a1") || !n.handedOff("k", "a2") {
+		t.Error("a release that a copy says handed the key is not reported handed off")
+	}
+	n.heard("k", "a3 7", 0)
+	if n.handedOff("k", "a3") {
+		t.Error("a release without a hand-off is reported handed off")
+	}
 }

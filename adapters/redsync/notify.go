@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
 	"github.com/locker-go/locker/internal/backoff"
 	"github.com/locker-go/locker/internal/rediskey"
 )
@@ -65,14 +67,13 @@ func (d *redlock) read(m *master) {
 		switch msg := msg.(type) {
 		case *goredis.Message:
 			channel, payload := msg.Channel, msg.Payload
-			handed := channel == d.handChannel()
-			if handed {
+			if channel == d.handChannel() {
 				channel, payload = handNews(payload)
 			}
 			if n, ok := d.nameOfChannel(channel); ok {
 				d.watches.signal(n)
 				if payload != announcement {
-					d.heard(n, payload, m.index, handed)
+					d.heard(n, payload, m.index)
 				}
 			}
 		case *goredis.Subscription:
@@ -90,25 +91,29 @@ func (d *redlock) read(m *master) {
 }
 
 // heard records a message on n's channel from master i, waking the
-// longest waiter of each mode that a release may admit; or, for a
-// hand-off to a call of this driver (handed), every waiter of the key
-// in its mode: the Hub cannot tell which call it is for, and the others
-// find they stand behind it, at no cost to the masters.
-func (d *redlock) heard(n name, payload string, i int, handed bool) {
+// longest waiter of each mode that a release may admit; or, if a copy of
+// the release handed the key to a call of this driver, every Exclusive
+// waiter of the key: the Hub cannot tell which call it is for, and the
+// others find they stand behind it, at no cost to the masters.
+func (d *redlock) heard(n name, payload string, i int) {
+	id, _, _ := strings.Cut(payload, " ")
 	for _, m := range modes {
 		k := hubKey(n, m)
-		notify := d.hub.Notify
-		if handed {
-			notify = d.hub.NotifyEvery
+		notify := func() {
+			if m == driver.Exclusive && d.news.handedOff(k, id) {
+				d.hub.NotifyEvery(k)
+			} else {
+				d.hub.Notify(k)
+			}
 		}
 		wake, first := d.news.heard(k, payload, i)
 		if wake {
-			notify(k)
+			notify()
 		}
 		if first != "" && !wake {
 			time.AfterFunc(releaseSpread, func() {
 				if d.news.settle(k, first) {
-					notify(k)
+					notify()
 				}
 			})
 		}
