@@ -106,10 +106,11 @@
 // plus the least time the hold was pending on those masters (by their
 // clocks, less the drift rate), so no record ends before its Deadline;
 // its fence is settled as an attempt's. The release of a handed hold,
-// and the end of a waiter that gave up (Abandon, which gives back any
-// hold of its call), take the call's marks in the same script, so that a
-// master whose release comes late hands the key to the next waiter
-// instead. A mark not renewed for half its TTL is not handed the key (a
+// and the end of a waiter that gave up (Abandon), drop every hold the
+// call pended (each attempt pends a new one: a master its last attempt
+// missed hands an earlier one) and take the call's marks in the same
+// script, so that a master whose release comes late hands the key to the
+// next waiter instead. A mark not renewed for half its TTL is not handed the key (a
 // waiter renews it every TTL/3): a dead waiter's keeps the key from the
 // others no longer than before, until it lapses. Any other waiter keeps
 // to the protocol above. With Redis ACLs, a user needs the hand-off
