@@ -108,6 +108,13 @@ func owners(t *testing.T, d *redlock, clients []goredis.UniversalClient, key str
 	return out
 }
 
+// heldBy reports whether owner is the live exclusive holder of key on
+// every master ("": none is, anywhere).
+func heldBy(t *testing.T, d *redlock, clients []goredis.UniversalClient, key, owner string) bool {
+	t.Helper()
+	return !slices.ContainsFunc(owners(t, d, clients, key), func(o string) bool { return o != owner })
+}
+
 // A release hands the key to the first waiter on each master: the waiter,
 // woken, holds it without an attempt of its own, with a fence above the
 // last holder's and a Deadline that the masters' records outlive, however
@@ -168,12 +175,12 @@ func TestAbandonGivesBackAHandedHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	within(t, 5*time.Second, "the masters hand the waiter the key", func() bool {
-		return !slices.ContainsFunc(owners(t, b, clients, key), func(o string) bool { return o != r.Owner })
+		return heldBy(t, b, clients, key, r.Owner)
 	})
 	b.Abandon(context.Background(), r)
 	b.bg.Wait() // the masters that replied after the round's quorum
-	if got := owners(t, b, clients, key); slices.ContainsFunc(got, func(o string) bool { return o != "" }) {
-		t.Fatalf("after Abandon the masters' holders are %q; want none", got)
+	if !heldBy(t, b, clients, key, "") {
+		t.Fatalf("after Abandon the masters' holders are %q; want none", owners(t, b, clients, key))
 	}
 	for i, live := range liveOn(t, &testLocker{redlock: b}, clients, name{driver.Plain, key}) {
 		if len(live) != 0 {
@@ -208,8 +215,8 @@ func TestReleaseOfAHandedHoldTakesItsMarks(t *testing.T) {
 	b.bg.Wait()
 	a.release(context.Background(), []*held{h}, []bool{false, false, false, true, true}, true) // late
 	a.bg.Wait()
-	if got := owners(t, b, clients, key); slices.ContainsFunc(got, func(o string) bool { return o != "" }) {
-		t.Errorf("after the late releases the masters' holders are %q; want none", got)
+	if !heldBy(t, b, clients, key, "") {
+		t.Errorf("after the late releases the masters' holders are %q; want none", owners(t, b, clients, key))
 	}
 }
 
@@ -232,7 +239,7 @@ func TestAbandonForgetsTheHandoffHeard(t *testing.T) {
 		t.Fatalf("Acquire of the request made again = %+v, %v; want refused, v holds the key", g, err)
 	}
 	within(t, 5*time.Second, "v holds the key on every master", func() bool {
-		return !slices.ContainsFunc(owners(t, b, clients, key), func(o string) bool { return o != v.Owner })
+		return heldBy(t, b, clients, key, v.Owner)
 	})
 }
 
@@ -291,8 +298,8 @@ func TestReleaseDropsEveryPendedHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.bg.Wait()
-	if got := owners(t, b, clients, key); slices.ContainsFunc(got, func(o string) bool { return o != "" }) {
-		t.Errorf("after the release the masters' holders are %q; want none", got)
+	if !heldBy(t, b, clients, key, "") {
+		t.Errorf("after the release the masters' holders are %q; want none", owners(t, b, clients, key))
 	}
 }
 
@@ -311,8 +318,8 @@ func TestStaleMarkIsNotHandedTheKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.bg.Wait()
-	if got := owners(t, b, clients, key); slices.ContainsFunc(got, func(o string) bool { return o != "" }) {
-		t.Errorf("holders %q after the release; want none (the mark was stale)", got)
+	if !heldBy(t, b, clients, key, "") {
+		t.Errorf("holders %q after the release; want none (the mark was stale)", owners(t, b, clients, key))
 	}
 }
 

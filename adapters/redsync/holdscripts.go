@@ -1,10 +1,6 @@
 package redsync
 
-import (
-	goredis "github.com/redis/go-redis/v9"
-
-	"github.com/locker-go/locker/internal/rediskey"
-)
+import goredis "github.com/redis/go-redis/v9"
 
 // The scripts of a granted hold and of a waiting mark. A hold's scripts
 // take KEYS anchor and its mode's holders (unused for Exclusive, whose
@@ -165,7 +161,7 @@ end
 // its id), after the key's channel ch, as "<#ch> <ch><news>": no other
 // waiter need hear it (they stand behind the one handed the key). It
 // returns whether it handed the key (if not, nothing changed).
-var luaHandoff = `
+const luaHandoff = `
 local function handoff(H, W, q, P, ch, news)
   local best = firstMark(H, W, q)
   if not best or best[2] ~= 0 then
@@ -184,12 +180,7 @@ local function handoff(H, W, q, P, ch, news)
   if tonumber(redis.call('ZSCORE', W, '0' .. best[3])) - now < ttl / 2 then
     return false
   end
-` + rediskey.ClockFloor("1") + `
-  local c = redis.call('INCR', KEYS[1])
-  if c < tonumber(ARGV[1]) then
-    c = tonumber(ARGV[1])
-    redis.call('SET', KEYS[1], c)
-  end
+  local c = countFence()
   local mo = '0' .. owner
   redis.call('HSET', H, 'f' .. mo, c, 'h' .. mo, ',' .. id .. ',', 'a' .. mo, id,
     'L', math.max(c, tonumber(a[3] or '0')), 'x', owner, 'xe', now + ttl, 'xa', id)
@@ -257,7 +248,7 @@ if #KEYS == 10 then
     return {2}
   end
 end
-` + luaHelpers + luaHolder + luaNextWaiter + luaHandoff + `
+` + luaHelpers + luaHolder + luaNextWaiter + luaCountFence + luaHandoff + `
 -- without is holds hs (",a,b,") without the hold id, or without those of
 -- the ids "|a|c|" names; nil if none of them is there.
 local function without(hs, id)

@@ -37,6 +37,22 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 `
 
+// luaCountFence: countFence() draws the next fence of the counter
+// KEYS[1], at least the floor ARGV[1] (the largest counter the client
+// saw, plus one: a lagging master catches up), a missing counter started
+// from the clock (rediskey.ClockFloor).
+var luaCountFence = `
+local function countFence()
+` + rediskey.ClockFloor("1") + `
+  local c = redis.call('INCR', KEYS[1])
+  if c < tonumber(ARGV[1]) then
+    c = tonumber(ARGV[1])
+    redis.call('SET', KEYS[1], c)
+  end
+  return c
+end
+`
+
 // luaHelpers are the scripts' helpers. A script defines them after its
 // fast path, if it has one: making them costs every run that does.
 const luaHelpers = `
@@ -132,18 +148,12 @@ const requestArgs = 11
 // afresh. Marks are ordered by the stamp the client chose, the same on
 // every master, so that two waiters stand in one order everywhere and
 // cannot each be first on a minority for ever.
-var acquireLua = luaNow + `
+var acquireLua = luaNow + luaCountFence + `
 local RK, RA = ` + strconv.Itoa(recordKeys) + `, ` + strconv.Itoa(requestArgs) + `
 local last, joined
 local function count()
-` + rediskey.ClockFloor("1") + `
-  local c = redis.call('INCR', KEYS[1])
-  if c < tonumber(ARGV[1]) then
-    c = tonumber(ARGV[1])
-    redis.call('SET', KEYS[1], c)
-  end
-  last = c
-  return c
+  last = countFence()
+  return last
 end
 -- anchor reads the anchor of the request whose keys begin after KEYS[k].
 local function anchor(k)
