@@ -82,10 +82,11 @@ func newHoldID() string { return strconv.FormatInt(rand.Int64N(1<<53-1)+1, 10) }
 // handed takes the key for r if a quorum of the masters that refused its
 // last attempt handed it the hold that attempt pended; false if not (or
 // its fence could not be made durable: the hold is given back, and the
-// call attempts as before).
+// call attempts as before). A call whose ctx ended takes nothing, as an
+// attempt cut short grants nothing: its Abandon gives the hold back.
 func (d *redlock) handed(ctx context.Context, r *driver.Request, st *callState) (driver.Grant, bool) {
 	p := st.pend
-	if p.id == "" {
+	if p.id == "" || ctx.Err() != nil {
 		return driver.Grant{}, false
 	}
 	copies := d.news.handedTo(hubKey(nameOf(r), r.Mode), p.id, p.on)
