@@ -109,7 +109,7 @@ func (d *redlock) attempt(ctx context.Context, rs []*driver.Request, q queueArgs
 	for i, r := range rs {
 		hs[i] = &held{d: d, n: nameOf(r), mode: r.Mode, owner: r.Owner, id: newHoldID(), ttl: r.TTL}
 		if i == 0 && q.pend != "" { // a master that refuses may yet hand the call a pended hold
-			hs[0].id, hs[0].call, hs[0].pended, hs[0].st = q.pend, r.ID, q.pended, q.st
+			hs[0] = d.handedHold(r, q.st, q.pend)
 		}
 	}
 	keys, args := d.acquireArgs(rs, hs, q)

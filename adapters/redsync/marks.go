@@ -48,10 +48,8 @@ const (
 type queueArgs struct {
 	stamp int64
 	queue int
-	pend  string // the hold id a refusal pends for a hand-off; "": none
-	// with pend: every hold id the call pended ("|id|…|"), and its state
-	pended string
-	st     *callState
+	pend  string     // the hold id a refusal pends for a hand-off; "": none
+	st    *callState // with pend: the call's state
 }
 
 // queue is the queueing of r's next attempt: its marks are renewed
@@ -71,7 +69,7 @@ func (st *callState) queue(r *driver.Request) queueArgs {
 	if handsOff(r) {
 		q.pend = newHoldID()
 		st.pended = append(st.pended[len(st.pended)-min(len(st.pended), pendedKept-1):], q.pend)
-		q.pended, q.st = st.pendedIDs(), st
+		q.st = st
 	}
 	return q
 }
