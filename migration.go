@@ -20,8 +20,9 @@ import (
 // fence floors: over a Locker that cannot, Lock and TryLock answer an
 // error matching errors.ErrUnsupported and take nothing.
 //
-// Done closes when either side's lease ends (the other is then released);
-// Unlock releases to, then from. Lock never holds one side while it waits
+// Done closes when either side's lease ends, so by the earlier Deadline
+// (the other side is released after, in the background); Unlock releases
+// to, then from. Lock never holds one side while it waits
 // for the other longer than one attempt. Options apply to both sides;
 // LockAll locks key by key. Close closes both Lockers.
 func Migration(from, to Locker) Locker { return &migration{from: from, to: to} }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,14 +123,108 @@ func TestMigrationDoneWhenEitherSideEnds(t *testing.T) {
 			if !errors.Is(lease.Err(), locker.ErrLeaseLost) {
 				t.Fatalf("Err: %v, want ErrLeaseLost", lease.Err())
 			}
-			if _, err := other.(locker.Admin).Status(ctx, "k"); !errors.Is(err, locker.ErrNotHeld) {
+			// The other side is let go after Done: a Lock there is granted.
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			next, err := other.Lock(wctx, "k")
+			if err != nil {
 				t.Fatalf("the other side: %v, want it let go", err)
 			}
+			_ = next.Unlock(ctx)
 			if err := lease.Unlock(ctx); !errors.Is(err, locker.ErrNotHeld) {
 				t.Fatalf("Unlock of a lost lease: %v, want ErrNotHeld", err)
 			}
 		})
 	}
+}
+
+// Done closes as a side is lost, not after the other side's release,
+// which may hang on its backend for seconds: so by the lease's Deadline.
+func TestMigrationDoneBeforeTheOtherSideLetsGo(t *testing.T) {
+	ctx := t.Context()
+	from, to := spaces(t)
+	hung := &hangingUnlocks{Locker: to, unblock: make(chan struct{}), entered: make(chan struct{}, 1)}
+	defer close(hung.unblock)
+	lease, err := locker.Migration(from, hung).TryLock(ctx, "k", locker.WithTTL(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := from.(locker.Admin).ForceUnlock(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lease.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done not closed within 10s of a side's loss")
+	}
+	if hung.returned.Load() {
+		t.Fatal("Done closed only once the other side's release returned")
+	}
+	if !errors.Is(lease.Err(), locker.ErrLeaseLost) {
+		t.Fatalf("Err: %v, want ErrLeaseLost", lease.Err())
+	}
+	<-hung.entered // the other side is still let go
+}
+
+// An Unlock that finds a side's hold gone, before the lease heard of it,
+// leaves the lease lost (ErrLeaseLost), as a single lease's Unlock does.
+func TestMigrationUnlockFindingASideGone(t *testing.T) {
+	ctx := t.Context()
+	for i, name := range []string{"from", "to"} {
+		t.Run(name, func(t *testing.T) {
+			from, to := spaces(t)
+			lease, err := locker.Migration(from, to).TryLock(ctx, "k", locker.WithTTL(time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lost := []locker.Locker{from, to}[i]
+			if err := lost.(locker.Admin).ForceUnlock(ctx, "k"); err != nil {
+				t.Fatal(err)
+			}
+			if err := lease.Unlock(ctx); !errors.Is(err, locker.ErrNotHeld) {
+				t.Fatalf("Unlock: %v, want ErrNotHeld", err)
+			}
+			<-lease.Done()
+			if !errors.Is(lease.Err(), locker.ErrLeaseLost) {
+				t.Fatalf("Err: %v, want ErrLeaseLost", lease.Err())
+			}
+		})
+	}
+}
+
+// hangingUnlocks is a Locker whose leases' Unlock waits for unblock (or
+// its ctx) before releasing, as against a backend that hangs.
+type hangingUnlocks struct {
+	locker.Locker
+	unblock  chan struct{}
+	entered  chan struct{}
+	returned atomic.Bool
+}
+
+func (h *hangingUnlocks) TryLock(ctx context.Context, key string, opts ...locker.Option) (locker.Lease, error) {
+	l, err := h.Locker.TryLock(ctx, key, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &hangingLease{Lease: l, h: h}, nil
+}
+
+type hangingLease struct {
+	locker.Lease
+	h *hangingUnlocks
+}
+
+func (l *hangingLease) Unlock(ctx context.Context) error {
+	select {
+	case l.h.entered <- struct{}{}:
+	default:
+	}
+	select {
+	case <-l.h.unblock:
+	case <-ctx.Done():
+	}
+	defer l.h.returned.Store(true)
+	return l.Lease.Unlock(ctx)
 }
 
 // Lock waits for a key held on to without holding from meanwhile: a

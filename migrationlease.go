@@ -18,34 +18,46 @@ type migrationLease struct {
 	err      error // once done
 }
 
-// newMigrationLease watches a and b: when either ends, the other is
-// released (unless Unlock is doing it) and the lease is done.
+// newMigrationLease watches a and b: when either ends, the lease is done,
+// and the other is released (unless Unlock is doing it).
 func newMigrationLease(a, b Lease) *migrationLease {
 	l := &migrationLease{a: a, b: b, done: make(chan struct{})}
 	go l.watch()
 	return l
 }
 
+// watch closes Done as the first side ends, so by that side's Deadline and
+// the lease's: the other side's release, which may take closeTimeout
+// against a backend that hangs, comes after. Under Unlock, it waits for
+// the other side too (up to the Deadline), whose Unlock may find it lost.
 func (l *migrationLease) watch() {
+	first, other := l.a, l.b
 	select {
 	case <-l.a.Done():
 	case <-l.b.Done():
+		first, other = l.b, l.a
 	}
 	l.mu.Lock()
 	unlocked := l.unlocked
 	l.mu.Unlock()
+	if unlocked && !errors.Is(first.Err(), ErrLeaseLost) {
+		t := time.NewTimer(time.Until(l.Deadline()))
+		select {
+		case <-other.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	l.mu.Lock()
+	l.err = ErrNotHeld
+	if !unlocked || errors.Is(first.Err(), ErrLeaseLost) || errors.Is(other.Err(), ErrLeaseLost) {
+		l.err = ErrLeaseLost
+	}
+	close(l.done)
+	l.mu.Unlock()
 	if !unlocked {
 		release(context.Background(), l.a, l.b) // the lost side answers ErrNotHeld
 	}
-	<-l.a.Done()
-	<-l.b.Done()
-	l.mu.Lock()
-	l.err = ErrLeaseLost
-	if l.unlocked {
-		l.err = ErrNotHeld
-	}
-	l.mu.Unlock()
-	close(l.done)
 }
 
 func (l *migrationLease) Key() string   { return l.a.Key() }
@@ -87,7 +99,7 @@ func (l *migrationLease) Unlock(ctx context.Context) error {
 func (l *migrationLease) Done() <-chan struct{} { return l.done }
 
 // Err is nil while both sides hold, ErrNotHeld after Unlock, and
-// ErrLeaseLost once either side ended first.
+// ErrLeaseLost once either side ended first, as Unlock found it.
 func (l *migrationLease) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -96,7 +108,7 @@ func (l *migrationLease) Err() error {
 		return l.err
 	case l.a.Err() == nil && l.b.Err() == nil:
 		return nil
-	case l.unlocked:
+	case l.unlocked && !errors.Is(l.a.Err(), ErrLeaseLost) && !errors.Is(l.b.Err(), ErrLeaseLost):
 		return ErrNotHeld
 	}
 	return ErrLeaseLost
