@@ -11,8 +11,8 @@ import (
 
 // A history gathered from several processes: each child records its own
 // clients through a Recorder and Exports it; the parent Imports each, so
-// that one Check covers the processes together. Times cross as wall-clock
-// Unix nanoseconds (one machine, one clock).
+// that one Check covers the processes together. Times cross as readings of
+// the machine's monotonic clock (clock_linux.go; elsewhere the wall clock).
 
 // exported is one operation as Export writes it.
 type exported struct {
@@ -36,7 +36,7 @@ func (r *Recorder) Export(ctx context.Context) ([]byte, error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	base := r.start.UnixNano()
+	base := r.start
 	out := make([]exported, len(r.ops))
 	for i, op := range r.ops {
 		in, o := op.Input.(input), op.Output.(output)
@@ -59,7 +59,7 @@ func (r *Recorder) Import(data []byte) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	base, clients, leases := r.start.UnixNano(), r.clients, r.leases
+	base, clients, leases := r.start, r.clients, r.leases
 	for _, e := range ops {
 		if e.Kind > failed || e.Result > other {
 			return fmt.Errorf("history: import: operation %+v is not one of ours", e)

@@ -29,7 +29,7 @@ import (
 
 // Recorder collects one history. It is safe for concurrent use.
 type Recorder struct {
-	start   time.Time
+	start   int64 // clock() at New
 	mu      sync.Mutex
 	ops     []porcupine.Operation
 	leases  int
@@ -38,7 +38,7 @@ type Recorder struct {
 }
 
 // New starts a history.
-func New() *Recorder { return &Recorder{start: time.Now()} }
+func New() *Recorder { return &Recorder{start: clock()} }
 
 // Client is one client of a history: a row in its visualization. Its calls
 // may run concurrently.
@@ -166,7 +166,7 @@ func (r *Recorder) watch(client int, l *recorded) {
 	if !errors.Is(l.Err(), locker.ErrLeaseLost) {
 		return // unlocked: its Unlock is in the history
 	}
-	from := min(seen, int64(l.Deadline().Sub(r.start)))
+	from := min(seen, seen+int64(time.Until(l.Deadline())))
 	r.add(client, l.input(end), from, output{}, math.MaxInt64)
 }
 
@@ -180,7 +180,7 @@ func classify(err error) result {
 	return other
 }
 
-func (r *Recorder) now() int64 { return int64(time.Since(r.start)) }
+func (r *Recorder) now() int64 { return clock() - r.start }
 
 func (r *Recorder) newLease() int {
 	r.mu.Lock()
