@@ -224,11 +224,22 @@ func (p *portable) acquire(ctx context.Context, r *driver.Request) (driver.Grant
 // before a call gives up on its TTL.
 const deadGrants = 3
 
-// giveBack releases a hold that arrived dead, best-effort.
+// giveBack releases a hold that arrived dead, best-effort. One that a
+// backend keeps beyond its deadline (driver.Expirer: an etcd entry on the
+// Locker's kept-alive lease) goes to Expire if the release fails, as a
+// lease's hold does at its deadline, so that the key is not left taken
+// for as long as the Locker lives.
 func (p *portable) giveBack(ctx context.Context, h driver.Hold) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 	defer cancel()
-	_ = h.Release(ctx)
+	err := h.Release(ctx)
+	if e, ok := h.(driver.Expirer); ok && err != nil && !errors.Is(err, ErrNotHeld) {
+		p.set.spawn(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+			defer cancel()
+			e.Expire(ctx)
+		})
+	}
 }
 
 // Close ends waiting Lock calls, releases live leases best-effort and

@@ -159,6 +159,39 @@ func TestDeadGrantsInARowEndTheCall(t *testing.T) {
 	}
 }
 
+// A grant that arrived dead and whose give-back fails (the backend out of
+// reach) goes to the hold's Expire, as a lease's hold at its deadline:
+// where the backend keeps it otherwise (an etcd entry on the Locker's
+// kept-alive lease) the key would stay taken while the Locker lives.
+func TestDeadGrantWhoseGiveBackFailsIsExpired(t *testing.T) {
+	h := &unreachableHold{expired: make(chan struct{}, deadGrants)}
+	d := &holdDriver{hold: h, dead: true}
+	lk := New(d)
+	defer lk.Close()
+	if _, err := lk.TryLock(context.Background(), "k", WithTTL(time.Millisecond)); !errors.Is(err, ErrInvalidTTL) {
+		t.Fatalf("TryLock = %v, want ErrInvalidTTL", err)
+	}
+	for i := range deadGrants {
+		select {
+		case <-h.expired:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d dead grants whose release failed went to Expire", i, deadGrants)
+		}
+	}
+}
+
+// unreachableHold's Release fails as against a backend out of reach; it
+// is an Expirer.
+type unreachableHold struct {
+	fakeOps
+	expired chan struct{}
+}
+
+func (h *unreachableHold) Release(context.Context) error {
+	return Unavailable(errors.New("connection refused"))
+}
+func (h *unreachableHold) Expire(context.Context) { h.expired <- struct{}{} }
+
 // Refusals that say "look again at once" (Retry 0) back off while they
 // repeat, rather than polling every millisecond.
 func TestZeroRetryBacksOff(t *testing.T) {
