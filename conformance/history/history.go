@@ -98,9 +98,9 @@ func (c *Client) acquire(in input, take func() (locker.Lease, error)) (locker.Le
 	switch {
 	case err == nil:
 		return c.granted(in, lease, t0, t1), nil
-	case errors.Is(err, locker.ErrLocked):
+	case errors.Is(err, locker.ErrLocked) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
 		c.r.add(c.id, in, t0, output{result: refused}, t1)
-	default:
+	default: // a Lock whose ctx ended as it waited may leave a grant for the background to drop
 		in.kind = failed
 		c.r.add(c.id, in, t0, output{result: other}, t1)
 	}

@@ -95,6 +95,31 @@ func TestModel(t *testing.T) {
 	}
 }
 
+// A Lock whose ctx ended as it waited is recorded as a failed acquire, not
+// a refusal: the driver drops what it may have left (a grant as it gave
+// up) in the background, so a later refusal of the key is no violation.
+func TestLockCutShortIsAFailedAcquire(t *testing.T) {
+	ctx := t.Context()
+	r := New()
+	l := open(t, "mem://history-cut-"+t.Name())
+	held, err := r.Client().Lock(ctx, l, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Unlock(ctx)
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if _, err := r.Client().Lock(wctx, l, "k"); !errors.Is(err, locker.ErrLocked) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock = %v, want ErrLocked and DeadlineExceeded", err)
+	}
+	r.mu.Lock()
+	last := r.ops[len(r.ops)-1].Input.(input)
+	r.mu.Unlock()
+	if last.kind != failed {
+		t.Fatalf("the cut-short Lock recorded as %s, want %s", kindNames[last.kind], kindNames[failed])
+	}
+}
+
 // Two clients that each hold the key in a lock space of their own, as two
 // processes pointed at different servers would: the history shows the
 // overlap, and its visualization can be written.
