@@ -30,6 +30,10 @@ type entry struct {
 	// the one its record has (floor.go).
 	offset, recorded int64
 	ahead            int64 // the entries before it as it queued
+	// unsure: the txn that creates it failed with no answer (cut off,
+	// timed out), so it may land later, after Abandon found nothing.
+	unsure     bool
+	strayUntil time.Time // the sweep looks for it until then
 }
 
 // Acquire takes r.Key (see the package doc); an entry lost on the way is
@@ -90,6 +94,7 @@ func (d *etcdDriver) attempt(ctx context.Context, r *driver.Request) (driver.Gra
 	}
 	resp, err := en.txn(ctx, []clientv3.Cmp{en.unused()}, []clientv3.Op{before, put, d.getFloor(r.Space, r.Key)})
 	if err != nil {
+		en.unsure = !errors.Is(err, errRequeue)
 		return driver.Grant{}, err
 	}
 	if !resp.Succeeded { // the name is not free after all (names.go): start over with another
@@ -209,6 +214,7 @@ func (en *entry) tryFirst(ctx context.Context, q string, put clientv3.Op, start 
 	resp, err := en.txn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(q), "=", 0).WithPrefix()},
 		[]clientv3.Op{put, en.d.getFloor(r.Space, r.Key)}, get)
 	if err != nil {
+		en.unsure = !errors.Is(err, errRequeue)
 		return driver.Grant{}, true, err
 	}
 	if resp.Succeeded {
@@ -337,9 +343,14 @@ func (en *entry) discard(ctx context.Context) {
 }
 
 // undo drops en's hold, which a failed call may or may not have added,
-// or leaves it to the sweep.
+// or leaves it to the sweep; as well one found missing whose creation may
+// still land (unsure), which the sweep looks for until strayWindow passed.
 func (en *entry) undo(ctx context.Context) {
-	if err := en.drop(ctx); err != nil && !errors.Is(err, locker.ErrNotHeld) {
+	err := en.drop(ctx)
+	if errors.Is(err, locker.ErrNotHeld) && en.unsure {
+		en.strayUntil = time.Now().Add(strayWindow)
+		en.d.orphan(en)
+	} else if err != nil && !errors.Is(err, locker.ErrNotHeld) {
 		en.d.orphan(en)
 	}
 }

@@ -48,7 +48,9 @@
 // a stream per wait cost the server more than the wait's txns.
 // TryLock writes only into an empty queue, so a refusal leaves nothing. An
 // entry whose removal fails is retried by a background sweep until it is
-// gone or the Locker closes.
+// gone or the Locker closes; one whose queueing txn got no answer, found
+// missing when its call gave up, is looked for by the sweep for 30 s, as
+// etcd may still apply that txn.
 //
 // Watch (driver.Watcher, for locker.Observe) is an etcd watch of the key's
 // queue prefix, live once etcd confirms it: every grant, release and

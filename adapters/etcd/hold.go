@@ -183,6 +183,14 @@ const (
 	sweepMax   = 5 * time.Second
 )
 
+// strayWindow is how long the sweep looks for an entry whose creating txn
+// got no answer and that Abandon found missing: etcd may still apply a
+// txn its client gave up on (a proposal that a leader change or a slow
+// apply held back), and the entry would then sit on the Locker's kept-alive
+// lease ahead of every later waiter. Such a txn lands within a few
+// election timeouts (1 s by default).
+const strayWindow = 30 * time.Second
+
 // orphan records a hold to drop and wakes the background sweep, started
 // on the first orphan. The portable Locker makes no call once Close began.
 func (d *etcdDriver) orphan(en *entry) {
@@ -215,19 +223,26 @@ func (d *etcdDriver) sweepLoop() {
 }
 
 // sweep makes one pass over the orphans, stopping at the first failure
-// (the server is likely out of reach). A hold found gone is done with. It
-// reports whether none is left.
+// (the server is likely out of reach). A hold found gone is done with,
+// but for one that may still land (strayUntil). It reports whether none
+// is left.
 func (d *etcdDriver) sweep(ctx context.Context) bool {
 	d.mu.Lock()
 	todo := slices.Collect(maps.Keys(d.orphans))
 	d.mu.Unlock()
+	left := false
 	for _, o := range todo {
-		if err := o.drop(ctx); err != nil && !errors.Is(err, locker.ErrNotHeld) {
+		err := o.drop(ctx)
+		switch {
+		case err != nil && !errors.Is(err, locker.ErrNotHeld):
 			return false
+		case err != nil && time.Now().Before(o.strayUntil):
+			left = true // not there (yet): look again
+			continue
 		}
 		d.mu.Lock()
 		delete(d.orphans, o)
 		d.mu.Unlock()
 	}
-	return true
+	return !left
 }
