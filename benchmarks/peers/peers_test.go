@@ -138,7 +138,8 @@ func BenchmarkZooKeeper(b *testing.B) {
 	)
 }
 
-// BenchmarkPostgres compares our SQL adapter on Postgres with a lock row
+// BenchmarkPostgres compares our SQL adapter on Postgres (its clients in
+// one process, and each a pool of its own: ours-apart) with a lock row
 // polled every 10 ms and with pg_advisory_lock, and with the least a hand-off
 // through NOTIFY costs (pg-notify-floor). Round trip: SELECT 1.
 func BenchmarkPostgres(b *testing.B) {
@@ -150,6 +151,7 @@ func BenchmarkPostgres(b *testing.B) {
 		return err
 	},
 		ours(u.String()),
+		subject{"ours-apart", func(tb testing.TB) locker.Locker { return pgOursApart(tb, u) }},
 		subject{"pg-lock-row", func(tb testing.TB) locker.Locker { return lockRowClient(tb, u) }},
 		subject{"pg-advisory-lock", func(tb testing.TB) locker.Locker { return advisoryLockClient(tb, u) }},
 		subject{"pg-notify-floor", func(tb testing.TB) locker.Locker { return notifyFloorClient(tb, u) }},
