@@ -50,7 +50,7 @@ type lease struct {
 	releasing bool          // an Unlock failed: no more renewals (see releaseLater)
 	err       error
 	stopLost  func() bool // stops watching cfg.Lost
-	sched     int64       // the renewer's tick for its next renewal (UnixNano); 0: none
+	sched     int64       // the renewer's tick for its next renewal (monoAt); 0: none
 }
 
 // newLease starts a lease and adds it to set, whose Close will release it. If
@@ -336,9 +336,9 @@ func (l *lease) scheduleLocked() {
 	if r == nil || !l.cfg.KeepAlive || l.renewing || l.releasing || l.err != nil {
 		return
 	}
-	if at := l.next.UnixNano(); at != l.sched {
+	if at := monoAt(l.next); at != l.sched {
 		l.sched = r.schedule(l, at, int64(l.every/4))
-		l.next = time.Unix(0, l.sched)
+		l.next = atMono(l.sched)
 	}
 }
 

@@ -29,7 +29,7 @@ type renewer struct {
 	mu      sync.Mutex
 	due     []due
 	ticks   tickHeap           // the ticks scheduled, earliest first
-	buckets map[int64][]*lease // the leases to renew at each tick (UnixNano)
+	buckets map[int64][]*lease // the leases to renew at each tick (monoAt)
 	timer   *time.Timer        // fires at armed
 	armed   int64              // 0: the timer is not set
 }
@@ -48,7 +48,7 @@ func newRenewer(b driver.BatchRefresher, set *leaseSet) *renewer {
 	return &renewer{b: b, set: set, kick: make(chan struct{}, 1), buckets: map[int64][]*lease{}}
 }
 
-// schedule has l renewed at tick at (UnixNano), or at the latest tick
+// schedule has l renewed at tick at (monoAt), or at the latest tick
 // already scheduled up to early sooner, and returns the tick it chose.
 // Joining a tick merges renewals that the grid alone would keep apart
 // for good (leases taken over a few grid steps, on a slow machine, each
@@ -79,7 +79,7 @@ func (r *renewer) schedule(l *lease, at, early int64) int64 {
 // arm sets the timer for tick at. Callers hold r.mu.
 func (r *renewer) arm(at int64) {
 	r.armed = at
-	d := time.Until(time.Unix(0, at))
+	d := time.Duration(at - monoAt(time.Now()))
 	if r.timer == nil {
 		r.timer = time.AfterFunc(d, r.fire)
 	} else {
@@ -90,7 +90,7 @@ func (r *renewer) arm(at int64) {
 // fire moves the leases of every tick that has come to due, and wakes the
 // goroutine that renews them.
 func (r *renewer) fire() {
-	now := time.Now().UnixNano()
+	now := monoAt(time.Now())
 	r.mu.Lock()
 	for len(r.ticks) > 0 && r.ticks[0] <= now {
 		at := heap.Pop(&r.ticks).(int64)
@@ -277,5 +277,7 @@ func (l *lease) free(shared slot) {
 // renews at most that much sooner: never later.
 func align(t time.Time, every time.Duration) time.Time {
 	g := max(every/8, time.Millisecond)
-	return t.Truncate(time.Duration(1) << (bits.Len64(uint64(g)) - 1))
+	q := int64(1) << (bits.Len64(uint64(g)) - 1)
+	n := monoAt(t)
+	return atMono(n - (n%q+q)%q) // rounded down, before epoch too
 }

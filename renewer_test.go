@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -274,7 +275,7 @@ func TestBatchingAndUnlockRace(t *testing.T) {
 // tick, and periods a little apart on one grid.
 func TestAlign(t *testing.T) {
 	every := 800 * time.Millisecond
-	base := time.Unix(1000, 0)
+	base := atMono(1 << 40) // on every power-of-two grid up to 2^40 ns
 	a, b := align(base.Add(10*time.Millisecond), every), align(base.Add(60*time.Millisecond), every)
 	if !a.Equal(b) {
 		t.Errorf("renewals 50 ms apart with a period of %v: %v and %v, want one tick", every, a, b)
@@ -287,6 +288,24 @@ func TestAlign(t *testing.T) {
 		if got := align(at, every); got.After(at) || at.Sub(got) > every/8 {
 			t.Errorf("align(%v) = %v: later, or more than an eighth of the period sooner", at, got)
 		}
+	}
+}
+
+// Renewal times keep the monotonic clock's reading, so that a step of the
+// wall clock moves no renewal: the timers wait by it.
+func TestRenewalTimesAreMonotonic(t *testing.T) {
+	now := time.Now()
+	for name, at := range map[string]time.Time{
+		"align":      align(now.Add(time.Second), 3*time.Second),
+		"a tick's":   atMono(monoAt(now.Add(time.Second))),
+		"past epoch": align(epoch.Add(-time.Hour), time.Second),
+	} {
+		if !strings.Contains(at.String(), " m=") {
+			t.Errorf("%s time %v has no monotonic reading", name, at)
+		}
+	}
+	if got := align(epoch.Add(-time.Hour+time.Millisecond), time.Second); got.After(epoch.Add(-time.Hour + time.Millisecond)) {
+		t.Errorf("align before epoch rounded up: %v", got)
 	}
 }
 
@@ -345,7 +364,7 @@ func TestShardThatHangsDelaysItsOwn(t *testing.T) {
 func TestScheduleJoinsEarlierTick(t *testing.T) {
 	r := newRenewer(nil, nil)
 	defer func() { r.timer.Stop() }()
-	base := time.Now().Add(time.Hour).UnixNano()
+	base := monoAt(time.Now().Add(time.Hour))
 	const early = int64(100 * time.Millisecond)
 	a, b := &lease{}, &lease{}
 	if got := r.schedule(a, base, early); got != base {
