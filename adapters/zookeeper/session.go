@@ -13,7 +13,7 @@ type session struct {
 	conn        *zk.Conn
 	asked       time.Duration
 	negotiated  atomic.Int64  // nanoseconds; 0 while unknown (New)
-	lastContact atomic.Int64  // unix nanos when the last answered request was sent
+	lastContact atomic.Int64  // when the last answered request was sent: nanoseconds since epoch, monotonic
 	own         bool          // the Locker made the connection and closes it
 	quit        chan struct{} // closed when the Locker is done with the session
 	// callback: the connection hands its events to event, which passes
@@ -108,9 +108,10 @@ func (s *session) timeouts() (short, long time.Duration) {
 // contact records that a request sent at t was answered: the server heard
 // from the session at t or later, so it cannot expire it before t+S.
 func (s *session) contact(t time.Time) {
+	at := int64(t.Sub(epoch))
 	for {
 		old := s.lastContact.Load()
-		if t.UnixNano() <= old || s.lastContact.CompareAndSwap(old, t.UnixNano()) {
+		if at <= old || s.lastContact.CompareAndSwap(old, at) {
 			return
 		}
 	}
@@ -118,8 +119,13 @@ func (s *session) contact(t time.Time) {
 
 // sinceContact is how long ago the last answered request was sent.
 func (s *session) sinceContact() time.Duration {
-	return time.Since(time.Unix(0, s.lastContact.Load()))
+	return time.Since(epoch) - time.Duration(s.lastContact.Load())
 }
+
+// epoch anchors lastContact on the monotonic clock: on the wall clock
+// (UnixNano), a step back of the clock made a silent session look heard
+// from, and its holds' validity outlast the server's expiry of it.
+var epoch = time.Now()
 
 // monitor probes s every S/12 and ends its holds as lost once S/3 has
 // passed since the last answered request was sent: well before the server
