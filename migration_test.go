@@ -163,7 +163,11 @@ func TestMigrationDoneBeforeTheOtherSideLetsGo(t *testing.T) {
 	if !errors.Is(lease.Err(), locker.ErrLeaseLost) {
 		t.Fatalf("Err: %v, want ErrLeaseLost", lease.Err())
 	}
-	<-hung.entered // the other side is still let go
+	select { // the other side is still let go
+	case <-hung.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the other side's release not begun within 10s of Done")
+	}
 }
 
 // An Unlock that finds a side's hold gone, before the lease heard of it,

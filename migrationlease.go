@@ -40,17 +40,20 @@ func (l *migrationLease) watch() {
 	l.mu.Lock()
 	unlocked := l.unlocked
 	l.mu.Unlock()
-	if unlocked && !errors.Is(first.Err(), ErrLeaseLost) {
+	lost := !unlocked || errors.Is(first.Err(), ErrLeaseLost)
+	if !lost {
 		t := time.NewTimer(time.Until(l.Deadline()))
 		select {
 		case <-other.Done():
+			lost = errors.Is(other.Err(), ErrLeaseLost)
 		case <-t.C:
+			lost = true // the Deadline came with the other side not let go, as a lease's would
 		}
 		t.Stop()
 	}
 	l.mu.Lock()
 	l.err = ErrNotHeld
-	if !unlocked || errors.Is(first.Err(), ErrLeaseLost) || errors.Is(other.Err(), ErrLeaseLost) {
+	if lost {
 		l.err = ErrLeaseLost
 	}
 	close(l.done)

@@ -137,8 +137,10 @@ type KeyListener interface {
 // Expirer is implemented by holds that the backend does not end by itself
 // at the deadline (a ZooKeeper node lives as long as its session): Expire
 // is called once, when the lease reaches its deadline unrenewed, after any
-// other call of the hold. (A hold the backend reported gone, through
-// Grant.Lost or ErrNotHeld, gets no Expire.)
+// other call of the hold; and, in the background, for a hold the Locker
+// gives back unused (a grant that arrived past its validity, a LockAll's
+// grants it lets go) whose Release failed. (A hold the backend reported
+// gone, through Grant.Lost or ErrNotHeld, gets no Expire.)
 type Expirer interface {
 	Expire(ctx context.Context)
 }

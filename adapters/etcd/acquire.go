@@ -30,9 +30,10 @@ type entry struct {
 	// the one its record has (floor.go).
 	offset, recorded int64
 	ahead            int64 // the entries before it as it queued
-	// unsure: the txn that creates it failed with no answer (cut off,
-	// timed out), so it may land later, after Abandon found nothing.
-	unsure     bool
+	// mayLand: a txn that writes it (or a re-entry's hold in it) failed
+	// with no answer (cut off, timed out), so it may land later, after
+	// Abandon found nothing.
+	mayLand    bool
 	strayUntil time.Time // the sweep looks for it until then
 }
 
@@ -94,7 +95,6 @@ func (d *etcdDriver) attempt(ctx context.Context, r *driver.Request) (driver.Gra
 	}
 	resp, err := en.txn(ctx, []clientv3.Cmp{en.unused()}, []clientv3.Op{before, put, d.getFloor(r.Space, r.Key)})
 	if err != nil {
-		en.unsure = !errors.Is(err, errRequeue)
 		return driver.Grant{}, err
 	}
 	if !resp.Succeeded { // the name is not free after all (names.go): start over with another
@@ -214,7 +214,6 @@ func (en *entry) tryFirst(ctx context.Context, q string, put clientv3.Op, start 
 	resp, err := en.txn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(q), "=", 0).WithPrefix()},
 		[]clientv3.Op{put, en.d.getFloor(r.Space, r.Key)}, get)
 	if err != nil {
-		en.unsure = !errors.Is(err, errRequeue)
 		return driver.Grant{}, true, err
 	}
 	if resp.Succeeded {
@@ -284,6 +283,9 @@ func (en *entry) txn(ctx context.Context, cmp []clientv3.Cmp, then []clientv3.Op
 		en.lease.gone()
 		return nil, errRequeue
 	}
+	if err != nil {
+		en.mayLand = true // it may land still
+	}
 	return resp, err
 }
 
@@ -323,6 +325,7 @@ func (d *etcdDriver) reenter(ctx context.Context, r *driver.Request, kv *mvccpb.
 	en := &entry{d: d, r: r, name: string(kv.Key), lease: el}
 	r.State = en
 	if err := d.addHold(ctx, r.Key, en.name, kv.ModRevision, rec, r.ID); err != nil {
+		en.mayLand = !errors.Is(err, errRequeue) // the hold may land still
 		return driver.Grant{}, err
 	}
 	en.offset, en.recorded = rec.Offset, rec.Offset // the fence it was granted
@@ -344,10 +347,10 @@ func (en *entry) discard(ctx context.Context) {
 
 // undo drops en's hold, which a failed call may or may not have added,
 // or leaves it to the sweep; as well one found missing whose creation may
-// still land (unsure), which the sweep looks for until strayWindow passed.
+// still land (mayLand), which the sweep looks for until strayWindow passed.
 func (en *entry) undo(ctx context.Context) {
 	err := en.drop(ctx)
-	if errors.Is(err, locker.ErrNotHeld) && en.unsure {
+	if errors.Is(err, locker.ErrNotHeld) && en.mayLand {
 		en.strayUntil = time.Now().Add(strayWindow)
 		en.d.orphan(en)
 	} else if err != nil && !errors.Is(err, locker.ErrNotHeld) {

@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -50,6 +51,7 @@ func (d *etcdDriver) AcquireBatch(ctx context.Context, rs []*driver.Request) ([]
 	}
 	resp, err := ens[0].txn(ctx, empty, puts, gets...)
 	if err != nil {
+		markMayLand(ens, err)
 		return nil, err
 	}
 	if !resp.Succeeded {
@@ -64,6 +66,7 @@ func (d *etcdDriver) AcquireBatch(ctx context.Context, rs []*driver.Request) ([]
 			since = append(since, en.unused())
 		}
 		if resp, err = ens[0].txn(ctx, since, puts); err != nil {
+			markMayLand(ens, err)
 			return nil, err
 		}
 		if !resp.Succeeded {
@@ -127,4 +130,14 @@ func (d *etcdDriver) ReleaseBatch(ctx context.Context, hs []driver.Hold) ([]erro
 		d.names.give(dh.(*hold).name)
 	}
 	return make([]error, len(hs)), nil
+}
+
+// markMayLand marks every entry of a batch whose txn (run as the first's) got
+// no answer: any of them may land still.
+func markMayLand(ens []*entry, err error) {
+	if !errors.Is(err, errRequeue) {
+		for _, en := range ens {
+			en.mayLand = true
+		}
+	}
 }

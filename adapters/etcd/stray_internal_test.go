@@ -24,7 +24,7 @@ func TestStrayEntryLandingAfterAbandonIsSwept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	en := &entry{d: d, r: r, name: d.names.take(d.queue(r.Space, r.Key)), lease: el, unsure: true}
+	en := &entry{d: d, r: r, name: d.names.take(d.queue(r.Space, r.Key)), lease: el, mayLand: true}
 	r.State = en
 	d.Abandon(ctx, r) // the queueing txn has not landed yet: nothing to drop
 	if d.sweep(ctx) {

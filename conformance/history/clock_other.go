@@ -1,10 +1,14 @@
-//go:build !linux
+//go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
 
 package history
 
 import "time"
 
-// clock reads the wall clock: where no monotonic clock is shared by every
-// process of the machine, histories from several processes line up on it,
-// as well as it is kept.
-func clock() int64 { return time.Now().UnixNano() }
+// start is one wall-clock sample, taken as the process starts.
+var start = time.Now()
+
+// clock is the wall clock at start plus the monotonic time since: where no
+// monotonic clock is shared by every process of the machine, histories
+// from several processes line up on one wall-clock sample each, and a
+// step of the wall clock later reorders nothing within a process.
+func clock() int64 { return start.UnixNano() + int64(time.Since(start)) }

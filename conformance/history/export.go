@@ -12,7 +12,8 @@ import (
 // A history gathered from several processes: each child records its own
 // clients through a Recorder and Exports it; the parent Imports each, so
 // that one Check covers the processes together. Times cross as readings of
-// the machine's monotonic clock (clock_linux.go; elsewhere the wall clock).
+// the machine's monotonic clock (clock_unix.go; elsewhere, a wall-clock
+// sample plus the monotonic time since).
 
 // exported is one operation as Export writes it.
 type exported struct {
