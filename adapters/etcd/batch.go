@@ -49,9 +49,8 @@ func (d *etcdDriver) AcquireBatch(ctx context.Context, rs []*driver.Request) ([]
 	for _, r := range rs { // the offsets: responses len(rs)...
 		puts = append(puts, d.getFloor(r.Space, r.Key))
 	}
-	resp, err := ens[0].txn(ctx, empty, puts, gets...)
+	resp, err := batchTxn(ctx, ens, empty, puts, gets...)
 	if err != nil {
-		markMayLand(ens, err)
 		return nil, err
 	}
 	if !resp.Succeeded {
@@ -65,8 +64,7 @@ func (d *etcdDriver) AcquireBatch(ctx context.Context, rs []*driver.Request) ([]
 		for _, en := range ens {
 			since = append(since, en.unused())
 		}
-		if resp, err = ens[0].txn(ctx, since, puts); err != nil {
-			markMayLand(ens, err)
+		if resp, err = batchTxn(ctx, ens, since, puts); err != nil {
 			return nil, err
 		}
 		if !resp.Succeeded {
@@ -132,12 +130,14 @@ func (d *etcdDriver) ReleaseBatch(ctx context.Context, hs []driver.Hold) ([]erro
 	return make([]error, len(hs)), nil
 }
 
-// markMayLand marks every entry of a batch whose txn (run as the first's) got
-// no answer: any of them may land still.
-func markMayLand(ens []*entry, err error) {
-	if !errors.Is(err, errRequeue) {
+// batchTxn runs a batch's txn (as its first entry's); one that got no
+// answer may land still, with every entry of the batch.
+func batchTxn(ctx context.Context, ens []*entry, cmp []clientv3.Cmp, then []clientv3.Op, els ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	resp, err := ens[0].txn(ctx, cmp, then, els...)
+	if err != nil && !errors.Is(err, errRequeue) {
 		for _, en := range ens {
 			en.mayLand = true
 		}
 	}
+	return resp, err
 }
