@@ -15,11 +15,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	gormmysql "gorm.io/driver/mysql"
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/locker-go/locker"
-	lsql "github.com/locker-go/locker/adapters/sql"
 	"github.com/locker-go/locker/internal/testenv"
 )
 
@@ -87,17 +84,7 @@ var rowFloorWaiters sync.Map
 func oursApart(tb testing.TB, u *url.URL) locker.Locker {
 	pass, _ := u.User.Password()
 	dsn := fmt.Sprintf("%s:%s@tcp(%s)%s?interpolateParams=true&multiStatements=true", u.User.Username(), pass, u.Host, u.Path)
-	db, err := gorm.Open(gormmysql.Open(dsn), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	l, err := lsql.New(db)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sqlDB, _ := db.DB()
-	cleanup(tb, sqlDB.Close) // after the suite closes l
-	return l
+	return oursOnPool(tb, gormmysql.Open(dsn))
 }
 
 // myConn opens a one-connection pool for u, closed when tb ends.

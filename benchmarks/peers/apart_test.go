@@ -17,7 +17,12 @@ import (
 // its own LISTEN connection, where ours' clients share one process's pool
 // and the release hands the key to a waiter of the process in its answer.
 func pgOursApart(tb testing.TB, u *url.URL) locker.Locker {
-	db, err := gorm.Open(gormpostgres.Open(u.String()), &gorm.Config{Logger: logger.Discard})
+	return oursOnPool(tb, gormpostgres.Open(u.String()))
+}
+
+// oursOnPool is our adapter on a pool of its own, opened by dialector.
+func oursOnPool(tb testing.TB, dialector gorm.Dialector) locker.Locker {
+	db, err := gorm.Open(dialector, &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		tb.Fatal(err)
 	}
