@@ -2,6 +2,7 @@ package locker_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"net/url"
 	"strings"
@@ -73,13 +74,14 @@ func TestUnavailable(t *testing.T) {
 }
 
 func TestOpenUnknownScheme(t *testing.T) {
-	locker.Register("test-scheme", func(context.Context, *url.URL) (locker.Locker, error) { return nil, nil })
+	scheme := "test-" + strings.ToLower(rand.Text()) // a scheme of its own each run (-count)
+	locker.Register(scheme, func(context.Context, *url.URL) (locker.Locker, error) { return nil, nil })
 	_, err := locker.Open(context.Background(), "nope://user:secret@host/x")
 	if !errors.Is(err, locker.ErrUnknownScheme) {
 		t.Fatalf("Open = %v, want ErrUnknownScheme", err)
 	}
 	msg := err.Error()
-	if !strings.Contains(msg, "test-scheme") {
+	if !strings.Contains(msg, scheme) {
 		t.Errorf("error %q does not list the known schemes", msg)
 	}
 	if strings.Contains(msg, "secret") {
@@ -92,11 +94,12 @@ func TestOpenUnknownScheme(t *testing.T) {
 
 func TestRegisterTwicePanics(t *testing.T) {
 	open := func(context.Context, *url.URL) (locker.Locker, error) { return nil, nil }
-	locker.Register("twice", open)
+	scheme := "twice-" + strings.ToLower(rand.Text())
+	locker.Register(scheme, open)
 	defer func() {
 		if recover() == nil {
 			t.Error("second Register of a scheme did not panic")
 		}
 	}()
-	locker.Register("TWICE", open)
+	locker.Register(strings.ToUpper(scheme), open)
 }
