@@ -30,6 +30,7 @@ type call struct {
 	// modalPlace: the modal path gave the call a place (Abandon leaves it)
 	modalPlace bool
 	raised     bool // the call's Floor was raised to (floor.go)
+	refused    bool // an attempt of the call was refused
 }
 
 func callOf(r *driver.Request) *call {
@@ -90,6 +91,7 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Gr
 		d.handoffs.held(r.ID, g.Fence, d.hub.Waiting)
 		return g, d.settle(ctx, r, c)
 	}
+	c.refused = true
 	if token != "" && d.handoffs != nil {
 		c.waitedSince(start)
 	}
@@ -246,6 +248,7 @@ type hold struct {
 	fence          uint64
 	ttl            time.Duration
 	mode           driver.Mode // not Exclusive: the modal path keeps it
+	waited         bool        // granted after waiting: others may wait behind it (MySQL's release)
 }
 
 // The hold's one-attempt calls: the dialect's for an Exclusive hold, the

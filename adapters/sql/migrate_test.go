@@ -68,17 +68,18 @@ func TestMySQLOpensAtOnce(t *testing.T) {
 			}
 		}
 	}
-	alter("DROP TABLE open_race, open_race_fence, open_race_queue, open_race_hold")
+	alter("DROP TABLE open_race, open_race_fence, open_race_queue, open_race_hold, open_race_park")
 	openAtOnce(t, raw, "on new tables")
-	alter("ALTER TABLE open_race_queue DROP COLUMN mode, DROP COLUMN lim", "ALTER TABLE open_race_hold DROP COLUMN lim")
+	alter("ALTER TABLE open_race_queue DROP COLUMN mode, DROP COLUMN lim, DROP COLUMN proc", "ALTER TABLE open_race_hold DROP COLUMN lim",
+		"ALTER TABLE open_race DROP COLUMN parked")
 	openAtOnce(t, raw, "on old tables")
 	var cols int
 	if err := db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM information_schema.columns "+
-		"WHERE table_schema = DATABASE() AND table_name IN ('open_race_queue', 'open_race_hold') AND column_name IN ('mode', 'lim')").Scan(&cols); err != nil {
+		"WHERE table_schema = DATABASE() AND table_name IN ('open_race_queue', 'open_race_hold', 'open_race') AND column_name IN ('mode', 'lim', 'proc', 'parked')").Scan(&cols); err != nil {
 		t.Fatal(err)
 	}
-	if cols != 4 { // the queue's mode and lim, the holders' mode and lim
-		t.Fatalf("%d of the 4 mode and lim columns after the Opens", cols)
+	if cols != 6 { // the queue's mode, lim and proc, the holders' mode and lim, the lock table's parked
+		t.Fatalf("%d of the 6 columns added since the first version after the Opens", cols)
 	}
 }
 

@@ -78,9 +78,11 @@ func newMyStatements(fill func(string) string) *myStatements {
 	// a call that does not queue (behind every waiter), claimQueued one
 	// that does (token ?).
 	const (
-		claim       = "INSERT INTO {t} (`key`, owner, fence, holds, ids, expires_at) SELECT ?, ?, 0, 1, ?, {now} + ? FROM DUAL WHERE NOT EXISTS "
-		claimFirst  = claim + "(SELECT 1 FROM {q} WHERE `key` = ? AND expires_at > {now})"
-		claimQueued = claim + "(SELECT 1 FROM {q} w WHERE w.`key` = ? AND w.token <> ? AND w.expires_at > {now} AND w.seq < " +
+		// parked: a waiter after the claimant may have parked (mysql_park.go)
+		claim       = "INSERT INTO {t} (`key`, owner, fence, holds, ids, expires_at, parked) SELECT ?, ?, 0, 1, ?, {now} + ?, "
+		claimFirst  = claim + "0 FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM {q} WHERE `key` = ? AND expires_at > {now})"
+		claimQueued = claim + "EXISTS (SELECT 1 FROM {q} WHERE `key` = ? AND token <> ? AND proc <> '' AND expires_at > {now}) " +
+			"FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM {q} w WHERE w.`key` = ? AND w.token <> ? AND w.expires_at > {now} AND w.seq < " +
 			"COALESCE((SELECT seq FROM {q} WHERE `key` = ? AND token = ?), 18446744073709551615))"
 	)
 	m := &myStatements{
@@ -96,21 +98,26 @@ func newMyStatements(fill func(string) string) *myStatements {
 		batchQueued: fill(claimQueued + ";\n" + myDrawFence + "SET @locker_f = ROW_COUNT();\n" +
 			"DELETE FROM {q} WHERE `key` = ? AND token = ? AND @locker_f > 0;\n" +
 			"SELECT LAST_INSERT_ID(), @locker_f"),
-		// place takes or keeps a waiter's place for the TTL (seq stays,
-		// and is the statement's LAST_INSERT_ID either way); gc clears
+		// place takes or keeps a waiter's place for the TTL (seq stays, and
+		// is the statement's LAST_INSERT_ID either way), naming the process
+		// whose park a release wakes (proc: mysql_park.go); gc clears
 		// lapsed places.
-		place: fill("INSERT INTO {q} (`key`, token, expires_at) VALUES (?, ?, {now} + ?) " +
-			"ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at), seq = LAST_INSERT_ID(seq)"),
+		place: fill("INSERT INTO {q} (`key`, token, expires_at, proc) VALUES (?, ?, {now} + ?, ?) " +
+			"ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at), proc = VALUES(proc), seq = LAST_INSERT_ID(seq)"),
 		gc:      fill("DELETE FROM {q} WHERE `key` = ? AND expires_at <= {now}"),
 		dequeue: fill("DELETE FROM {q} WHERE `key` = ? AND token = ?"),
 		first:   fill("SELECT COALESCE((SELECT token FROM {q} WHERE `key` = ? AND expires_at > {now} ORDER BY seq LIMIT 1), '')"),
 		// state: the row (or '', 0, '', 0), until when the first live
 		// waiter ahead keeps the key from the call (ms; 0: none), the
-		// call's place, and whether Limited holders hold the key.
+		// call's place, whether Limited holders hold the key, and whether
+		// a live waiter ahead is one whose grant wakes no park (modal, or
+		// of a process that does not park: mysql_park.go).
 		state: fill("SELECT COALESCE(l.owner, ''), COALESCE(l.fence, 0), COALESCE(l.ids, ''), COALESCE(l.expires_at - {now}, 0), " +
 			"COALESCE((SELECT MIN(w.expires_at) FROM {q} w WHERE w.`key` = ? AND w.token <> ? AND w.expires_at > {now} AND w.seq < " +
 			"COALESCE((SELECT seq FROM {q} WHERE `key` = ? AND token = ?), 18446744073709551615)) - {now}, 0), " +
-			"COALESCE((SELECT seq FROM {q} WHERE `key` = ? AND token = ?), 0), " + strings.ReplaceAll(limitWait, "$1", "?") +
+			"COALESCE((SELECT seq FROM {q} WHERE `key` = ? AND token = ?), 0), " + strings.ReplaceAll(limitWait, "$1", "?") + ", " +
+			"EXISTS (SELECT 1 FROM {q} w WHERE w.`key` = ? AND w.token <> ? AND w.expires_at > {now} AND (w.mode <> 0 OR w.proc = '') AND w.seq < " +
+			"COALESCE((SELECT seq FROM {q} WHERE `key` = ? AND token = ?), 18446744073709551615))" +
 			" FROM (SELECT 1) x LEFT JOIN {t} l ON l.`key` = ?"),
 		reenter:  fill("UPDATE {t} SET holds = holds + ?, ids = ?, expires_at = GREATEST(expires_at, {now} + ?) WHERE `key` = ? AND fence = ? AND ids = ?"),
 		lapse:    fill("DELETE FROM {t} WHERE `key` = ? AND fence = ? AND expires_at <= {now}"),
@@ -121,6 +128,7 @@ func newMyStatements(fill func(string) string) *myStatements {
 		expire:   fill("DELETE FROM {t} WHERE `key` = ? AND owner = ? AND fence = ? AND expires_at <= {now}"),
 		xrelease: fill(myXRelease),
 	}
+	m.parkStatements(fill, match)
 	// in one round trip where it can be; one in 16 also clears lapsed places
 	m.wait, m.waitGC = m.place+";\n"+m.state, m.place+";\n"+m.gc+";\n"+m.state
 	return m
@@ -146,7 +154,8 @@ const mySchema = "CREATE TABLE IF NOT EXISTS {t} (\n" +
 	"	fence BIGINT UNSIGNED NOT NULL,\n" +
 	"	holds INT NOT NULL,\n" +
 	"	ids MEDIUMBLOB NOT NULL,\n" +
-	"	expires_at BIGINT NOT NULL\n" +
+	"	expires_at BIGINT NOT NULL,\n" +
+	"	parked TINYINT NOT NULL DEFAULT 0\n" +
 	") ENGINE=InnoDB;\n" +
 	"CREATE TABLE IF NOT EXISTS `{tn}_fence` (id TINYINT NOT NULL PRIMARY KEY, v BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB;\n" +
 	"INSERT IGNORE INTO `{tn}_fence` (id, v) VALUES (1, 0);\n" +
@@ -170,6 +179,12 @@ const mySchema = "CREATE TABLE IF NOT EXISTS {t} (\n" +
 	"	expires_at BIGINT NOT NULL,\n" +
 	"	lim INT NOT NULL DEFAULT 0,\n" +
 	"	PRIMARY KEY (`key`, owner, mode)\n" +
+	") ENGINE=InnoDB;\n" +
+	"CREATE TABLE IF NOT EXISTS `{tn}_park` (\n" +
+	"	`key` VARBINARY(512) NOT NULL,\n" +
+	"	proc VARBINARY(32) NOT NULL,\n" +
+	"	conn BIGINT UNSIGNED NOT NULL,\n" +
+	"	PRIMARY KEY (`key`, proc)\n" +
 	") ENGINE=InnoDB"
 
 // myModeColumns gives tables made by an earlier version the columns they
@@ -184,6 +199,8 @@ func myModeColumns(ctx context.Context, tx *dbsql.Tx, table string, fill func(st
 		{table + "_queue", "mode", "ALTER TABLE {q} ADD COLUMN mode TINYINT NOT NULL DEFAULT 0"},
 		{table + "_queue", "lim", "ALTER TABLE {q} ADD COLUMN lim INT NOT NULL DEFAULT 0"},
 		{table + "_hold", "lim", "ALTER TABLE {h} ADD COLUMN lim INT NOT NULL DEFAULT 0"},
+		{table + "_queue", "proc", "ALTER TABLE {q} ADD COLUMN proc VARBINARY(32) NOT NULL DEFAULT ''"},
+		{table, "parked", "ALTER TABLE {t} ADD COLUMN parked TINYINT NOT NULL DEFAULT 0"},
 	} {
 		var n int
 		err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.columns "+
@@ -204,7 +221,8 @@ func myModeColumns(ctx context.Context, tx *dbsql.Tx, table string, fill func(st
 type myStatements struct {
 	insert, insertQueued, draw, fence, batch, batchQueued, place, gc, dequeue, first, state, wait, waitGC string
 	reenter, lapse, drop, dec, has, refresh, expire, xrelease                                             string
-	multi                                                                                                 bool // the connections take batch
+	park, sleep, unpark, quiet                                                                            string // mysql_park.go
+	multi                                                                                                 bool   // the connections take batch
 }
 
 // multiStatements reports whether db's connections run several statements
@@ -228,24 +246,20 @@ func multiStatements(ctx context.Context, db *dbsql.DB) bool {
 func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error) {
 	id, ttl, token := " "+r.ID+" ", r.TTL.Milliseconds(), d.token(r)
 	grant := func(fence uint64, queued bool, err error) (driver.Grant, error) {
-		if err != nil {
-			return driver.Grant{}, err
-		}
-		d.gates.granted(r.Key)
-		if queued && token != "" {
-			if _, err := d.db.ExecContext(ctx, m.dequeue, r.Key, token); err != nil {
-				return driver.Grant{}, err // the hold is taken back (Abandon)
-			}
-		}
-		return driver.Grant{Hold: &hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, fence: fence, ttl: r.TTL}, Fence: fence}, nil
+		return m.granted(ctx, d, r, token, fence, queued, err)
 	}
-	for {
-		fence, fenced, err := m.claim(ctx, d, r, id, ttl, token)
-		switch {
-		case err == nil && fenced:
-			return grant(fence, !m.multi, nil)
-		case err != nil && !isDuplicate(err):
-			return driver.Grant{}, err
+	// A call refused a moment ago takes its place first: a claim now
+	// would most likely be refused again.
+	placing := token != "" && callOf(r).refused && callOf(r).placed.IsZero()
+	for ; ; placing = false {
+		if !placing {
+			fence, fenced, err := m.claim(ctx, d, r, id, ttl, token)
+			switch {
+			case err == nil && fenced:
+				return grant(fence, !m.multi, nil)
+			case err != nil && !isDuplicate(err):
+				return driver.Grant{}, err
+			}
 		}
 		s, err := m.read(ctx, d, r, token, ttl)
 		if err != nil {
@@ -254,7 +268,7 @@ func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Requ
 		switch {
 		case s.ids == "" && s.ahead > 0: // free, but a waiter comes first
 			d.gates.pass(r.Key) // our watch, if it got the name, hands it on
-			if token != "" {
+			if token != "" && (!s.unparked || !d.gates.parks()) {
 				d.gates.watch(r.Key, r.TTL) // the next one, behind the others
 			}
 			return driver.Grant{Retry: time.Duration(s.ahead) * time.Millisecond}, nil
@@ -263,10 +277,17 @@ func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Requ
 			if fence, ok, err := m.fenceClaim(ctx, d, r, id); err != nil || ok {
 				return grant(fence, true, err)
 			}
-		case s.left > 0 && s.fence == 0: // a claim being fenced: look again soon
-			return driver.Grant{}, nil
-		case s.left > 0 && s.owner != r.Owner:
+		case s.left > 0 && s.fence == 0 && s.owner == "": // a header: the modal holders' releases wake nobody elsewhere
+			return driver.Grant{}, nil // look again soon
+		case s.left > 0 && s.fence == 0: // a claim being fenced: held, as good as
 			if token != "" {
+				d.gates.watch(r.Key, r.TTL)
+			}
+			return driver.Grant{Retry: time.Duration(s.left) * time.Millisecond}, nil
+		case s.left > 0 && s.owner != r.Owner:
+			// A header's holders (owner '') are modal: their releases
+			// interrupt no park, so its waiter polls instead.
+			if token != "" && (s.owner != "" || !d.gates.parks()) {
 				d.gates.watch(r.Key, r.TTL)
 			}
 			return driver.Grant{Retry: time.Duration(s.left) * time.Millisecond}, nil
@@ -280,6 +301,22 @@ func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Requ
 			}
 		}
 	}
+}
+
+// granted is r's grant of fence, r out of the queue (queued: by a
+// statement of its own).
+func (m *myStatements) granted(ctx context.Context, d *sqlDriver, r *driver.Request, token string, fence uint64, queued bool, err error) (driver.Grant, error) {
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	d.gates.granted(r.Key)
+	if queued && token != "" {
+		if _, err := d.db.ExecContext(ctx, m.dequeue, r.Key, token); err != nil {
+			return driver.Grant{}, err // the hold is taken back (Abandon)
+		}
+	}
+	hd := &hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, fence: fence, ttl: r.TTL, waited: callOf(r).refused}
+	return driver.Grant{Hold: hd, Fence: fence}, nil
 }
 
 // reenterRow re-enters the row s of r's owner, gaining r's hold id unless
@@ -304,7 +341,7 @@ func (m *myStatements) reenterRow(ctx context.Context, d *sqlDriver, r *driver.R
 func (m *myStatements) claim(ctx context.Context, d *sqlDriver, r *driver.Request, id string, ttl int64, token string) (fence uint64, fenced bool, err error) {
 	q, args := m.insert, []any{r.Key, r.Owner, id, ttl, r.Key}
 	if token != "" {
-		q, args = m.insertQueued, append(args, token, r.Key, token)
+		q, args = m.insertQueued, append(args, token, r.Key, token, r.Key, token)
 	}
 	if !m.multi {
 		if ok, err := affected(d.db.ExecContext(ctx, q, args...)); err != nil || !ok {
@@ -360,12 +397,20 @@ func (m *myStatements) fenceClaim(ctx context.Context, d *sqlDriver, r *driver.R
 // else one hold goes. Neither, with the hold still there, is a lost race
 // with another release of the owner's: tried again.
 func (m *myStatements) release(ctx context.Context, h *hold) (ok, freed bool, err error) {
-	if next := h.d.nextHere(h); next != nil {
+	id := " " + h.id + " "
+	if h.mode == driver.Exclusive && !h.d.handOffOff.Load() {
+		next := h.d.nextHere(h)
+		if next == nil && !h.waited { // a row no process parked on goes with one plain statement
+			if ok, err := affected(h.d.db.ExecContext(ctx, m.quiet, h.key, h.owner, h.fence, h.fence, id)); err != nil || ok {
+				return ok, ok, err
+			}
+		}
+		// next nil: the release wakes the park of the process whose
+		// waiter is first (mysql_park.go)
 		if ok, freed, err := m.handOff(ctx, h, next); err != nil || ok {
 			return ok, freed, err
 		}
 	}
-	id := " " + h.id + " "
 	if ok, err := affected(h.d.db.ExecContext(ctx, m.drop, h.key, h.owner, h.fence, h.fence, id)); err != nil || ok {
 		return ok, ok, err
 	}
@@ -417,6 +462,8 @@ func myClassify(err error) (transient, ambiguous bool) {
 		switch me.Number {
 		case 1205, 1213, 1040: // lock wait timeout, deadlock, too many connections
 			return true, false
+		case 1317: // interrupted: a release's KILL QUERY meant for a park (mysql_park.go) that ended
+			return true, true
 		case 1053, 2006, 2013, 1927: // server shutdown, gone away, lost connection, connection killed
 			return true, true
 		}

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/locker-go/locker/internal/wait"
@@ -29,19 +30,24 @@ import (
 // try on their waiters' own schedule (a TTL/3 apart). Gates are at most
 // half the pool; a waiter past that polls.
 type gates struct {
-	db    *dbsql.DB
-	table string // database and table, which name the named locks
-	max   int
-	hub   *wait.Hub
-	local *localQueue
-	first string          // the key's first live waiter's token, or ''
-	multi bool            // the connections take several statements at once
-	ctx   context.Context // ends with the last Locker on db and table
-	stop  context.CancelFunc
+	db      *dbsql.DB
+	table   string // database and table, which name the named locks
+	max     int
+	hub     *wait.Hub
+	local   *localQueue
+	sql     *myStatements   // first: the key's first live waiter's token, or ''; multi; park, sleep, unpark
+	multi   bool            // the connections take several statements at once
+	parking bool            // gates park (mysql_park.go) and watch no name
+	proc    string          // this process's parks' name
+	ctx     context.Context // ends with the last Locker on db and table
+	stop    context.CancelFunc
 
 	mu   sync.Mutex
 	keys map[string]*gate
 	held map[string]bool // keys this process holds: their releases here wake the waiters here
+	lot  []*parkConn     // parking: connections kept for the next park
+
+	woken atomic.Int64 // parks a release interrupted, for tests and telemetry
 }
 
 // gate is one key's watch.
@@ -51,17 +57,19 @@ type gate struct {
 	waiting bool          // GET_LOCK is blocked
 	holding bool          // the name is this process's
 	adopted bool          // and this process holds the key: keep the name until the row goes
-	next    chan bool     // while holding: let go (true: watch again if a waiter is here)
+	next    chan bool     // while holding: let go (true: watch again if a waiter is here); parking: look again
+	conn    int64         // parking: the connection's id in the server
 	cancel  context.CancelFunc
 }
 
-func newGates(db *dbsql.DB, table, first string, multi bool, hub *wait.Hub, local *localQueue) *gates {
+func newGates(db *dbsql.DB, table string, m *myStatements, parking bool, hub *wait.Hub, local *localQueue) *gates {
 	n := db.Stats().MaxOpenConnections / 2  // a pool of 1 has no gate: its waiters poll
 	if db.Stats().MaxOpenConnections == 0 { // no bound
 		n = urlPoolSize
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &gates{db: db, table: table, max: n, hub: hub, local: local, first: first, multi: multi, ctx: ctx, stop: stop, keys: map[string]*gate{}, held: map[string]bool{}}
+	return &gates{db: db, table: table, max: n, hub: hub, local: local, sql: m, multi: m.multi, parking: parking, proc: newProcID(),
+		ctx: ctx, stop: stop, keys: map[string]*gate{}, held: map[string]bool{}}
 }
 
 // wake wakes key's first waiter here, reporting whether there is one.
@@ -81,12 +89,25 @@ func (gs *gates) watch(key string, ttl time.Duration) {
 	}
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	if gs.keys[key] != nil || gs.held[key] || len(gs.keys) >= gs.max || gs.ctx.Err() != nil {
+	if g := gs.keys[key]; gs.parking && g != nil && !g.waiting {
+		sendOnce(g.next, true) // park again
+	}
+	if gs.keys[key] != nil || gs.held[key] || gs.ctx.Err() != nil {
+		return
+	}
+	if len(gs.keys) >= gs.max {
+		if gs.parking {
+			gs.reclaimLocked() // for the next time
+		}
 		return
 	}
 	ctx, cancel := context.WithCancel(gs.ctx)
 	g := &gate{name: gs.name(key), ttl: ttl, waiting: true, next: make(chan bool, 1), cancel: cancel}
 	gs.keys[key] = g
+	if gs.parking {
+		go gs.runParked(ctx, key, g)
+		return
+	}
 	go gs.run(ctx, key, g)
 }
 
@@ -210,7 +231,7 @@ func (gs *gates) use(key string, g *gate, first string) int {
 func (gs *gates) getLock(ctx context.Context, conn *dbsql.Conn, key, name string, timeout float64) (got bool, first string, err error) {
 	var n dbsql.NullInt64
 	if gs.multi {
-		rows, err := conn.QueryContext(ctx, "SELECT GET_LOCK(?, ?), '';\n"+gs.first, name, timeout, key)
+		rows, err := conn.QueryContext(ctx, "SELECT GET_LOCK(?, ?), '';\n"+gs.sql.first, name, timeout, key)
 		if err != nil {
 			return false, "", err
 		}
@@ -239,7 +260,7 @@ func (gs *gates) getLock(ctx context.Context, conn *dbsql.Conn, key, name string
 	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", name, timeout).Scan(&n); err != nil || n.Int64 != 1 {
 		return false, "", err
 	}
-	err = conn.QueryRowContext(ctx, gs.first, key).Scan(&first)
+	err = conn.QueryRowContext(ctx, gs.sql.first, key).Scan(&first)
 	return true, first, err
 }
 
@@ -269,8 +290,12 @@ func (gs *gates) granted(key string) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	gs.held[key] = true
-	if g := gs.keys[key]; g != nil {
+	switch g := gs.keys[key]; {
+	case g == nil:
+	case !gs.parking:
 		g.adopted = true
+	case !g.waiting:
+		sendOnce(g.next, true) // park again for the waiters here behind
 	}
 }
 
@@ -314,6 +339,7 @@ func (gs *gates) left(key string) {
 	defer gs.mu.Unlock()
 	switch g := gs.keys[key]; {
 	case g == nil || g.adopted:
+	case gs.parking && g.waiting: // parked: it stays, for the next waiter here
 	case g.waiting:
 		g.cancel()
 	default:
@@ -343,7 +369,15 @@ func (gs *gates) quiet(key string) bool {
 
 // close ends every gate; their connections close, and with them the names.
 func (gs *gates) close() {
-	if gs != nil {
-		gs.stop()
+	if gs == nil {
+		return
+	}
+	gs.stop()
+	gs.mu.Lock()
+	lot := gs.lot
+	gs.lot = nil
+	gs.mu.Unlock()
+	for _, pc := range lot {
+		closeBad(pc.conn)
 	}
 }

@@ -18,8 +18,8 @@ import (
 )
 
 // A waiter in one process is woken by a release in another, with no poll
-// between: three Lockers with pools of their own stand for three
-// processes. a holds without having waited, so b, its waiter, finds the
+// between, where the releases cannot interrupt parks (watching names):
+// three Lockers with pools of their own stand for three processes. a holds without having waited, so b, its waiter, finds the
 // key's named lock free, keeps it and polls (as before gates); once b has
 // the key, c watches the name b keeps, and makes no attempt until b's
 // release hands it over.
@@ -36,6 +36,9 @@ func TestMySQLWakesWaitersOfOtherProcesses(t *testing.T) {
 		ls[i] = l
 	}
 	a, b, c := ls[0], ls[1], ls[2]
+	for _, l := range ls {
+		namesOnly(l)
+	}
 	dc := driverOf(c)
 	attempts := countAttempts(dc)
 	key := "gate-" + rand.Text()
@@ -103,6 +106,15 @@ func countAttempts(d *sqlDriver) *atomic.Int64 {
 		return acquire(ctx, d, r)
 	}
 	return n
+}
+
+// namesOnly makes l's gates watch names, as where a release may not
+// interrupt their parks. Before l waits.
+func namesOnly(l locker.Locker) {
+	gs := driverOf(l).gates
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	gs.parking = false
 }
 
 // holds reports whether key's gate holds the name.

@@ -18,12 +18,14 @@ import (
 // release (no waiter here, another process's waiter first, a hold of
 // several ids) deletes as before, and a waiter looks for itself.
 const (
-	myXRelease     = "CALL `{tn}_xrelease_v1`(?, ?, ?, ?, ?, ?, ?)"
-	myXReleaseProc = "CREATE PROCEDURE `{tn}_xrelease_v1`(p_key VARBINARY(512), p_owner VARBINARY(512), p_fence BIGINT UNSIGNED, " +
+	myXRelease     = "CALL `{tn}_xrelease_v2`(?, ?, ?, ?, ?, ?, ?)"
+	myXReleaseProc = "CREATE PROCEDURE `{tn}_xrelease_v2`(p_key VARBINARY(512), p_owner VARBINARY(512), p_fence BIGINT UNSIGNED, " +
 		"p_id VARBINARY(255), p_next VARBINARY(255), p_next_owner VARBINARY(512), p_ttl BIGINT)\n" +
 		"BEGIN\n" +
 		"	DECLARE n BIGINT;\n" +
 		"	DECLARE f BIGINT UNSIGNED DEFAULT 0;\n" +
+		"	DECLARE c BIGINT UNSIGNED DEFAULT 0;\n" +
+		"	DECLARE pr VARBINARY(32) DEFAULT '';\n" +
 		"	DECLARE s BIGINT UNSIGNED;\n" +
 		"	DECLARE m TINYINT;\n" +
 		"	DECLARE CONTINUE HANDLER FOR NOT FOUND SET s = NULL;\n" +
@@ -48,8 +50,21 @@ const (
 		"	ELSE\n" +
 		"		IF f > 0 THEN\n" +
 		"			DELETE FROM {q} WHERE `key` = p_key AND token = p_next;\n" +
+		"		ELSE\n" +
+		// The key is free: the park of the process whose waiter is first
+		// (mysql_park.go), interrupted once the deletion is committed. The
+		// park row is read locking: a park recorded after this read waits
+		// for the commit, and its look then finds the key free.
+		"			SELECT proc INTO pr FROM {q} WHERE `key` = p_key AND expires_at > n AND proc <> '' ORDER BY seq LIMIT 1;\n" +
+		"			SELECT conn INTO c FROM `{tn}_park` WHERE `key` = p_key AND proc = pr LOCK IN SHARE MODE;\n" +
 		"		END IF;\n" +
 		"		COMMIT;\n" +
+		"		IF c > 0 AND c <> CONNECTION_ID() THEN\n" +
+		"			BEGIN\n" +
+		"				DECLARE CONTINUE HANDLER FOR SQLEXCEPTION BEGIN END; -- gone, or not ours to interrupt: it looks on its own\n" +
+		"				KILL QUERY c;\n" +
+		"			END;\n" +
+		"		END IF;\n" +
 		"		SELECT 1, f;\n" +
 		"	END IF;\n" +
 		"END"
@@ -83,7 +98,11 @@ func (m *myStatements) handOff(ctx context.Context, h *hold, next *driver.Reques
 	var done int
 	var fence uint64
 	start := time.Now() // the grant is valid from no earlier than this
-	err = row(h.d.db.QueryRowContext(ctx, m.xrelease, h.key, h.owner, h.fence, h.id, next.ID, next.Owner, next.TTL.Milliseconds()), &done, &fence)
+	nextID, nextOwner, nextTTL := "", "", int64(0)
+	if next != nil {
+		nextID, nextOwner, nextTTL = next.ID, next.Owner, next.TTL.Milliseconds()
+	}
+	err = row(h.d.db.QueryRowContext(ctx, m.xrelease, h.key, h.owner, h.fence, h.id, nextID, nextOwner, nextTTL), &done, &fence)
 	if err != nil {
 		if myNoLane(err) { // not to be had here: the plain release, from now on
 			h.d.handOffOff.Store(true)

@@ -11,13 +11,14 @@ import (
 
 // keyState is what a refused claim reads: the key's row (ids "" if none),
 // the ms until the first live waiter ahead of the call lapses (0: none),
-// the call's place in the queue (0: none), and whether Limited holders
-// hold the key (a mismatch).
+// the call's place in the queue (0: none), whether Limited holders
+// hold the key (a mismatch), and whether a waiter ahead is one whose
+// grant interrupts no park (then the call polls: mysql_park.go).
 type keyState struct {
-	owner, ids  string
-	fence, seq  uint64
-	left, ahead int64
-	limited     bool
+	owner, ids        string
+	fence, seq        uint64
+	left, ahead       int64
+	limited, unparked bool
 }
 
 // read takes or keeps the call's place (if it queues; lapsed places are
@@ -25,8 +26,8 @@ type keyState struct {
 // connection takes several statements. Limited holders are a mismatch
 // (the place it took, Abandon leaves).
 func (m *myStatements) read(ctx context.Context, d *sqlDriver, r *driver.Request, token string, ttl int64) (s keyState, err error) {
-	dest := []any{&s.owner, &s.fence, &s.ids, &s.left, &s.ahead, &s.seq, &s.limited}
-	state := []any{r.Key, token, r.Key, token, r.Key, token, r.Key, r.Key}
+	dest := []any{&s.owner, &s.fence, &s.ids, &s.left, &s.ahead, &s.seq, &s.limited, &s.unparked}
+	state := []any{r.Key, token, r.Key, token, r.Key, token, r.Key, r.Key, token, r.Key, token, r.Key}
 	if token == "" {
 		err = row(d.db.QueryRowContext(ctx, m.state, state...), dest...)
 	} else {
@@ -48,7 +49,7 @@ func (m *myStatements) read(ctx context.Context, d *sqlDriver, r *driver.Request
 func (m *myStatements) enqueue(ctx context.Context, d *sqlDriver, key, token string, ttl int64, state, dest []any) error {
 	gc := rand.IntN(16) == 0
 	if m.multi {
-		q, args := m.wait, []any{key, token, ttl}
+		q, args := m.wait, []any{key, token, ttl, d.gates.procID()}
 		if gc {
 			q, args = m.waitGC, append(args, key)
 		}
@@ -58,7 +59,7 @@ func (m *myStatements) enqueue(ctx context.Context, d *sqlDriver, key, token str
 		}
 		return scanLast(rows, dest...)
 	}
-	if _, err := d.db.ExecContext(ctx, m.place, key, token, ttl); err != nil {
+	if _, err := d.db.ExecContext(ctx, m.place, key, token, ttl, d.gates.procID()); err != nil {
 		return err
 	}
 	if gc {
@@ -78,7 +79,7 @@ func (m *myStatements) enqueue(ctx context.Context, d *sqlDriver, key, token str
 // (sqlDriver.settle).
 func (m *myStatements) placeOnce(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error) {
 	c, start := callOf(r), time.Now()
-	res, err := d.db.ExecContext(ctx, m.place, r.Key, d.token(r), r.TTL.Milliseconds())
+	res, err := d.db.ExecContext(ctx, m.place, r.Key, d.token(r), r.TTL.Milliseconds(), d.gates.procID())
 	if err != nil {
 		return driver.Grant{}, err
 	}
@@ -106,7 +107,8 @@ func mySetup(ctx context.Context, d *sqlDriver, m *myStatements) error {
 				return localWaiters{}, err
 			}
 			hub, local := wait.NewHub(localChannel{}), newLocalQueue()
-			return localWaiters{hub, local, newGates(d.db, database+"\x00"+d.cfg.table, m.first, m.multi, hub, local)}, nil
+			parking := !d.handOffOff.Load() && killable(ctx, d.db, d.cfg.table+"_xrelease_v2")
+			return localWaiters{hub, local, newGates(d.db, database+"\x00"+d.cfg.table, m, parking, hub, local)}, nil
 		},
 		func(w localWaiters) { w.gates.close() })
 	if err != nil {

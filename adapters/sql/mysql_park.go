@@ -1,0 +1,225 @@
+package sql
+
+import (
+	"context"
+	"crypto/rand"
+	dbsql "database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Parks wake the waiters of one process on a release in another with no
+// detour: where this process's connections are the release procedure's
+// to interrupt (its definer is this user: parking), a gate holds no named
+// lock. It parks a connection of its own in SLEEP, recorded in the key's
+// park row for this process, and the waiters' places name the process
+// (proc). A release that leaves the key free (myXReleaseProc) interrupts,
+// once its deletion is committed, the park of the process whose waiter
+// comes first in the queue, with KILL QUERY: that process alone is woken,
+// where a named lock goes to the processes in the order they asked for
+// it, and on to the next while the one that got it has no waiter first.
+//
+// A park sleeps only while the key has a live row or another process's
+// waiter comes first, asked in the statement that sleeps: a release
+// committed before it began is seen, and one after it interrupts it. A
+// waiter refused again parks its gate again; a gate whose waiters have
+// all gone stays parked until it is woken or its time is up (the next
+// waiter here finds it parked), or its room is wanted for another key.
+//
+// A KILL may reach a connection after its park ended (a release that read
+// the park row before it was parked again): a gate's connections are
+// therefore never given back to the pool, which would run another
+// statement on them, but kept for the next park (at most lotSize idle,
+// the others closed). Such a KILL wakes a park for nothing, and its
+// waiter looks once more.
+const lotSize = 2
+
+// parkConn is a connection kept by gates, and its id in the server.
+type parkConn struct {
+	conn *dbsql.Conn
+	id   int64
+}
+
+// parkStatements fills in the statements of a park: the release of a row
+// that no park marked (quiet, where match finds the hold's row); record the
+// connection in the key's park row, and mark the key's row (a release of
+// a row no park marked takes one plain statement); sleep while what keeps
+// the key from this process's waiter will interrupt the park as it goes:
+// an Exclusive holder (a header, owner ”, stands for modal holders,
+// whose releases interrupt no park), or, the key free, another process's
+// parking waiter first; and forget the park.
+func (m *myStatements) parkStatements(fill func(string) string, match string) {
+	m.quiet = fill("DELETE FROM {t}" + match + " AND ids = ? AND parked = 0")
+	m.park = fill("INSERT INTO `{tn}_park` (`key`, proc, conn) VALUES (?, ?, CONNECTION_ID()) ON DUPLICATE KEY UPDATE conn = VALUES(conn);\n" +
+		"UPDATE {t} SET parked = 1 WHERE `key` = ? AND parked = 0")
+	m.sleep = fill("SELECT IF(EXISTS (SELECT 1 FROM {t} WHERE `key` = ? AND expires_at > {now} AND owner <> '') OR " +
+		"NOT EXISTS (SELECT 1 FROM {t} WHERE `key` = ? AND expires_at > {now}) AND " +
+		"COALESCE((SELECT proc FROM {q} WHERE `key` = ? AND expires_at > {now} ORDER BY seq LIMIT 1), '') NOT IN ('', ?), SLEEP(?), 0)")
+	m.unpark = fill("DELETE FROM `{tn}_park` WHERE `key` = ? AND proc = ? AND conn = CONNECTION_ID()")
+}
+
+// parks reports whether the gates park.
+func (gs *gates) parks() bool { return gs != nil && gs.parking }
+
+// procID is the name of this process's parks in the waiters' places, or
+// "" where a release does not wake them (gates, nil or watching names).
+func (gs *gates) procID() string {
+	if !gs.parks() {
+		return ""
+	}
+	return gs.proc
+}
+
+// killable reports whether a release's KILL, run as the definer of the
+// release procedure, may interrupt this user's connections: the definer
+// is this user. (Another's may too, with CONNECTION ADMIN; it is not
+// counted on.)
+func killable(ctx context.Context, db *dbsql.DB, proc string) bool {
+	var same bool
+	err := db.QueryRowContext(ctx, "SELECT COALESCE((SELECT DEFINER = CURRENT_USER() FROM information_schema.ROUTINES "+
+		"WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = ?), FALSE)", proc).Scan(&same)
+	return err == nil && same
+}
+
+func newProcID() string { return rand.Text()[:16] }
+
+// runParked is a parking gate's life: park, wake the first waiter here,
+// and park again when a waiter here is refused (rearm), until none is.
+func (gs *gates) runParked(ctx context.Context, key string, g *gate) {
+	defer g.cancel()
+	pc, err := gs.take(ctx)
+	if err != nil {
+		gs.end(key, g, true)
+		return
+	}
+	clean := false
+	defer func() { gs.put(pc, clean) }()
+	gs.mu.Lock()
+	g.conn = pc.id
+	gs.mu.Unlock()
+	timeout := math.Ceil(g.ttl.Seconds())
+	for {
+		woken, err := gs.park(ctx, pc, key, timeout)
+		clean = err == nil || interrupted(err)
+		if woken || interrupted(err) {
+			gs.woken.Add(1)
+		}
+		gs.mu.Lock()
+		g.waiting = false
+		idle := gs.local.first(key) == ""
+		if !clean || idle || ctx.Err() != nil {
+			gs.endLocked(key, g)
+			gs.mu.Unlock()
+			if clean && idle {
+				_, _ = pc.conn.ExecContext(ctx, gs.sql.unpark, key, gs.proc)
+			}
+			gs.wake(key)
+			return
+		}
+		gs.mu.Unlock()
+		gs.wake(key)
+		select { // the waiter looks; refused, it parks the gate again
+		case <-g.next:
+		case <-ctx.Done():
+			gs.end(key, g, false)
+			return
+		}
+		gs.mu.Lock()
+		if gs.local.first(key) == "" { // gone meanwhile
+			gs.endLocked(key, g)
+			gs.mu.Unlock()
+			return
+		}
+		g.waiting = true
+		gs.mu.Unlock()
+	}
+}
+
+// park records pc as this process's park for key and sleeps on it, unless
+// the key is free and this process's waiter comes first.
+// It reports woken where SLEEP returns 1 for a KILL (MySQL); MariaDB
+// fails it (interrupted).
+func (gs *gates) park(ctx context.Context, pc *parkConn, key string, timeout float64) (woken bool, err error) {
+	var slept dbsql.NullInt64
+	if gs.multi {
+		rows, err := pc.conn.QueryContext(ctx, gs.sql.park+";\n"+gs.sql.sleep, key, gs.proc, key, key, key, key, gs.proc, timeout)
+		if err != nil {
+			return false, err
+		}
+		err = scanLast(rows, &slept)
+		return slept.Int64 == 1, err
+	}
+	park, mark, _ := strings.Cut(gs.sql.park, ";\n")
+	if _, err := pc.conn.ExecContext(ctx, park, key, gs.proc); err != nil {
+		return false, err
+	}
+	if _, err := pc.conn.ExecContext(ctx, mark, key); err != nil {
+		return false, err
+	}
+	err = pc.conn.QueryRowContext(ctx, gs.sql.sleep, key, key, key, gs.proc, timeout).Scan(&slept)
+	return slept.Int64 == 1, err
+}
+
+// interrupted: a statement ended by KILL QUERY (MariaDB; MySQL's SLEEP
+// returns 1 instead).
+func interrupted(err error) bool {
+	var my *mysql.MySQLError
+	return errors.As(err, &my) && my.Number == 1317
+}
+
+// take is a kept connection, or a new one from the pool.
+func (gs *gates) take(ctx context.Context) (*parkConn, error) {
+	gs.mu.Lock()
+	if n := len(gs.lot); n > 0 {
+		pc := gs.lot[n-1]
+		gs.lot = gs.lot[:n-1]
+		gs.mu.Unlock()
+		return pc, nil
+	}
+	gs.mu.Unlock()
+	conn, err := gs.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pc := &parkConn{conn: conn}
+	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&pc.id); err != nil {
+		closeBad(conn)
+		return nil, err
+	}
+	return pc, nil
+}
+
+// put keeps pc for the next park, or closes it: never back to the pool.
+func (gs *gates) put(pc *parkConn, clean bool) {
+	gs.mu.Lock()
+	if clean && len(gs.lot) < lotSize && gs.ctx.Err() == nil {
+		gs.lot = append(gs.lot, pc)
+		gs.mu.Unlock()
+		return
+	}
+	gs.mu.Unlock()
+	closeBad(pc.conn)
+}
+
+// closeBad closes conn, and the pool with it forgets the connection.
+func closeBad(conn *dbsql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = conn.Close()
+}
+
+// reclaim interrupts a gate parked with no waiter here, so that its room
+// goes to another key. Called with gs.mu held.
+func (gs *gates) reclaimLocked() {
+	for key, g := range gs.keys {
+		if g.waiting && gs.local.first(key) == "" && g.conn != 0 {
+			id := g.conn
+			go func() { _, _ = gs.db.ExecContext(gs.ctx, fmt.Sprintf("KILL QUERY %d", id)) }()
+			return
+		}
+	}
+}

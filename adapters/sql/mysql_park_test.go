@@ -1,0 +1,218 @@
+package sql
+
+import (
+	"context"
+	"crypto/rand"
+	dbsql "database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	gormmysql "gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/testenv"
+)
+
+// A release wakes the process whose waiter comes first, and that one
+// alone: a holds; b and then c wait, each in a process of its own with
+// its gate parked; a's release interrupts b's park (a poll or the end of
+// its sleep would not count as woken), and c's stays parked, with no
+// attempt, until b's release interrupts it in turn.
+func TestMySQLReleaseWakesTheFirstProcessAlone(t *testing.T) {
+	raw := testenv.URL(t, "LOCKER_TEST_MYSQL").String()
+	ctx := t.Context()
+	var ls [3]locker.Locker
+	for i := range ls {
+		l, err := Open(ctx, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		ls[i] = l
+	}
+	a, b, c := ls[0], ls[1], ls[2]
+	db, dc := driverOf(b), driverOf(c)
+	if !db.gates.parking {
+		t.Fatal("the gates do not park: the release procedure's definer is not this user")
+	}
+	key := "park-" + rand.Text()
+	held, err := a.Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotB := lockAsync(ctx, t, b, key)
+	waitFor(t, "b parks", func() bool { return db.gates.parked(t, key) })
+	gotC := lockAsync(ctx, t, c, key)
+	waitFor(t, "c parks", func() bool { return dc.gates.parked(t, key) })
+	attemptsC := countAttempts(dc)
+
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	leaseB := <-gotB
+	if leaseB == nil {
+		t.FailNow()
+	}
+	if n := db.gates.woken.Load(); n != 1 {
+		t.Errorf("b's park was interrupted %d times, want 1", n)
+	}
+	if n, w := attemptsC.Load(), dc.gates.woken.Load(); n != 0 || w != 0 || !dc.gates.parked(t, key) {
+		t.Errorf("c, second in the queue, was woken by a's release (%d attempts, %d wakes)", n, w)
+	}
+	if err := leaseB.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	leaseC := <-gotC
+	if leaseC == nil {
+		t.FailNow()
+	}
+	if n := dc.gates.woken.Load(); n != 1 {
+		t.Errorf("c's park was interrupted %d times, want 1", n)
+	}
+	if err := leaseC.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A release whose KILL finds the parked process gone (it crashed: its
+// connections closed) still releases, and the waiter behind the crashed
+// one gets the key once the crashed one's place lapses.
+func TestMySQLReleaseFindsTheParkedProcessGone(t *testing.T) {
+	raw := testenv.URL(t, "LOCKER_TEST_MYSQL").String()
+	ctx := t.Context()
+	var ls [3]locker.Locker
+	for i := range ls {
+		l, err := Open(ctx, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		ls[i] = l
+	}
+	a, b, c := ls[0], ls[1], ls[2]
+	key := "park-gone-" + rand.Text()
+	held, err := a.Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = b.Lock(ctx, key, locker.WithTTL(time.Second)) }() // b's place lapses a second after it crashes
+	waitFor(t, "b parks", func() bool { return driverOf(b).gates.parked(t, key) })
+	gotC := lockAsync(ctx, t, c, key)
+	waitFor(t, "c parks", func() bool { return driverOf(c).gates.parked(t, key) })
+	Crash(b)
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock with the first waiter's process gone: %v", err)
+	}
+	lease := <-gotC
+	if lease == nil {
+		t.FailNow()
+	}
+	if err := lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A gate parked with no waiter left gives its room up when another key
+// needs it: with room for one gate (a pool of two), a waiter of key 1
+// parks and gives up, its gate staying parked; a waiter of key 2 then
+// gets a parked gate of its own, and is woken by a release.
+func TestMySQLIdleParkGivesItsRoomUp(t *testing.T) {
+	ctx := t.Context()
+	dsn, _, err := mysqlDSN(testenv.URL(t, "LOCKER_TEST_MYSQL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gdb, err := gorm.Open(gormmysql.Open(dsn), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB, _ := gdb.DB()
+	sqlDB.SetMaxOpenConns(2)
+	t.Cleanup(func() { _ = sqlDB.Close() })
+	w, err := New(gdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close() })
+	h, err := Open(ctx, testenv.URL(t, "LOCKER_TEST_MYSQL").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	gs := gatesOf(t, sqlDB)
+	if gs.max != 1 || !gs.parking {
+		t.Fatalf("a pool of two has room for %d gates (parking %v), want 1", gs.max, gs.parking)
+	}
+	key1, key2 := "park-room-"+rand.Text(), "park-room-"+rand.Text()
+	held1, err := h.Lock(ctx, key1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = held1.Unlock(ctx) }()
+	wctx, giveUp := context.WithCancel(ctx)
+	gave := make(chan error, 1)
+	go func() { _, err := w.Lock(wctx, key1); gave <- err }()
+	waitFor(t, "the waiter of key 1 parks", func() bool { return gs.parked(t, key1) })
+	giveUp()
+	if err := <-gave; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the waiter of key 1 gave up with %v", err)
+	}
+	if !gs.parked(t, key1) || gs.count() != 1 {
+		t.Fatal("key 1's gate did not stay parked with no waiter")
+	}
+
+	held2, err := h.Lock(ctx, key2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := lockAsync(ctx, t, w, key2)
+	waitFor(t, "the waiter of key 2 parks", func() bool { return gs.parked(t, key2) })
+	woken := gs.woken.Load()
+	if err := held2.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lease := <-got
+	if lease == nil {
+		t.FailNow()
+	}
+	if gs.woken.Load() != woken+1 {
+		t.Error("the waiter of key 2 was not woken by the release")
+	}
+	if err := lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// parked reports whether key's gate sleeps in the server (SLEEP, as the
+// process list shows it), not only on its way there.
+func (gs *gates) parked(t *testing.T, key string) bool {
+	gs.mu.Lock()
+	g := gs.keys[key]
+	var id int64
+	if g != nil && g.waiting {
+		id = g.conn
+	}
+	gs.mu.Unlock()
+	if id == 0 {
+		return false
+	}
+	var n int
+	err := gs.db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND STATE = 'User sleep'", id).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
+
+// gatesOf is the gates of this process's Lockers on db.
+func gatesOf(t *testing.T, db *dbsql.DB) *gates {
+	w, release, err := waiters.get(t.Context(), listenerKey{db, "locker_locks"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	return w.gates
+}
