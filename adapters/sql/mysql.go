@@ -98,10 +98,9 @@ func newMyStatements(fill func(string) string) *myStatements {
 		batchQueued: fill(claimQueued + ";\n" + myDrawFence + "SET @locker_f = ROW_COUNT();\n" +
 			"DELETE FROM {q} WHERE `key` = ? AND token = ? AND @locker_f > 0;\n" +
 			"SELECT LAST_INSERT_ID(), @locker_f"),
-		// place takes or keeps a waiter's place for the TTL (seq stays, and
-		// is the statement's LAST_INSERT_ID either way), naming the process
-		// whose park a release wakes (proc: mysql_park.go); gc clears
-		// lapsed places.
+		// place takes or keeps a waiter's place for the TTL (seq stays, the
+		// LAST_INSERT_ID), naming the process whose park a release wakes
+		// (proc: mysql_park.go); gc clears lapsed places.
 		place: fill("INSERT INTO {q} (`key`, token, expires_at, proc) VALUES (?, ?, {now} + ?, ?) " +
 			"ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at), proc = VALUES(proc), seq = LAST_INSERT_ID(seq)"),
 		gc:      fill("DELETE FROM {q} WHERE `key` = ? AND expires_at <= {now}"),
