@@ -31,6 +31,7 @@ type call struct {
 	modalPlace bool
 	raised     bool // the call's Floor was raised to (floor.go)
 	refused    bool // an attempt of the call was refused
+	parkable   bool // MySQL: the last refusal is one that a release ends by interrupting a park
 }
 
 func callOf(r *driver.Request) *call {
@@ -148,7 +149,7 @@ func (d *sqlDriver) pace(r *driver.Request, c *call, g driver.Grant, token strin
 		g.Retry = min(g.Retry, r.TTL/3) // look again in time to keep our place
 	}
 	switch {
-	case d.gates.quiet(r.Key):
+	case d.gates.quiet(r.Key, c.parkable):
 		c.backoff = pollMin // a release will wake it; should it poll again, from the start
 	case d.poll && d.local.polls(r.Key, r.ID):
 		if g.Retry <= 0 || g.Retry > c.backoff {

@@ -250,6 +250,7 @@ func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Requ
 	// A call refused a moment ago takes its place first: a claim now
 	// would most likely be refused again.
 	placing := token != "" && callOf(r).refused && callOf(r).placed.IsZero()
+	watch := watcher(d, r, token)
 	for ; ; placing = false {
 		if !placing {
 			fence, fenced, err := m.claim(ctx, d, r, id, ttl, token)
@@ -267,9 +268,7 @@ func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Requ
 		switch {
 		case s.ids == "" && s.ahead > 0: // free, but a waiter comes first
 			d.gates.pass(r.Key) // our watch, if it got the name, hands it on
-			if token != "" && (!s.unparked || !d.gates.parks()) {
-				d.gates.watch(r.Key, r.TTL) // the next one, behind the others
-			}
+			watch(!s.unparked)  // the next one, behind the others
 			return driver.Grant{Retry: time.Duration(s.ahead) * time.Millisecond}, nil
 		case s.ids == "": // released meanwhile
 		case s.left > 0 && s.fence == 0 && s.ids == id: // our claim, its fence lost with a connection
@@ -279,16 +278,10 @@ func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Requ
 		case s.left > 0 && s.fence == 0 && s.owner == "": // a header: the modal holders' releases wake nobody elsewhere
 			return driver.Grant{}, nil // look again soon
 		case s.left > 0 && s.fence == 0: // a claim being fenced: held, as good as
-			if token != "" {
-				d.gates.watch(r.Key, r.TTL)
-			}
+			watch(true)
 			return driver.Grant{Retry: time.Duration(s.left) * time.Millisecond}, nil
 		case s.left > 0 && s.owner != r.Owner:
-			// A header's holders (owner '') are modal: their releases
-			// interrupt no park, so its waiter polls instead.
-			if token != "" && (s.owner != "" || !d.gates.parks()) {
-				d.gates.watch(r.Key, r.TTL)
-			}
+			watch(s.owner != "") // a header's holders (owner '') are modal: their releases interrupt no park
 			return driver.Grant{Retry: time.Duration(s.left) * time.Millisecond}, nil
 		case s.left > 0: // ours: re-entered
 			if ok, err := m.reenterRow(ctx, d, r, s, ttl); err != nil || ok {
@@ -298,6 +291,20 @@ func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Requ
 			if _, err := d.db.ExecContext(ctx, m.lapse, r.Key, s.fence); err != nil {
 				return driver.Grant{}, err
 			}
+		}
+	}
+}
+
+// watcher is a refusal's watch: it starts or keeps the key's gate where a
+// release will wake the call through it, a park (mysql_park.go) only
+// where parks says so.
+func watcher(d *sqlDriver, r *driver.Request, token string) func(parks bool) {
+	c := callOf(r)
+	c.parkable = false
+	return func(parks bool) {
+		if token != "" && (parks || !d.gates.parks()) {
+			c.parkable = true
+			d.gates.watch(r.Key, r.TTL)
 		}
 	}
 }

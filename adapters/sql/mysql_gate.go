@@ -357,14 +357,17 @@ func sendOnce(c chan bool, v bool) {
 // quiet reports whether a release will wake key's first waiter here: this
 // process holds the key, or a gate of key waits for the name. It then
 // needs no poll.
-func (gs *gates) quiet(key string) bool {
+//
+// A park wakes only a call whose refusal a release will end by
+// interrupting it (parkable: mysql_park.go); any other polls.
+func (gs *gates) quiet(key string, parkable bool) bool {
 	if gs == nil {
 		return false
 	}
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g := gs.keys[key]
-	return gs.held[key] || g != nil && g.waiting
+	return gs.held[key] || g != nil && g.waiting && (parkable || !gs.parking)
 }
 
 // close ends every gate; their connections close, and with them the names.

@@ -216,3 +216,58 @@ func gatesOf(t *testing.T, db *dbsql.DB) *gates {
 	release()
 	return w.gates
 }
+
+// A waiter that no release wakes through a park polls though its process
+// has one parked: a Shared waiter (the modal path's places name no
+// process) behind another process's Exclusive holder, in a process whose
+// gate stays parked after its Exclusive waiter gave up.
+func TestMySQLModalWaiterBesideAParkPolls(t *testing.T) {
+	raw := testenv.URL(t, "LOCKER_TEST_MYSQL").String()
+	ctx := t.Context()
+	var ls [2]locker.Locker
+	for i := range ls {
+		l, err := Open(ctx, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		ls[i] = l
+	}
+	h, w := ls[0], ls[1]
+	dw := driverOf(w)
+	key := "park-modal-" + rand.Text()
+	held, err := h.Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, giveUp := context.WithCancel(ctx)
+	gave := make(chan error, 1)
+	go func() { _, err := w.Lock(wctx, key); gave <- err }()
+	waitFor(t, "the Exclusive waiter parks", func() bool { return dw.gates.parked(t, key) })
+	giveUp()
+	<-gave
+	got := make(chan error, 1)
+	go func() { // the holder's release wakes it by its next poll, long before its fallback (a TTL/3: 5 s)
+		sctx, cancel := context.WithTimeout(ctx, 4*time.Second)
+		defer cancel()
+		lease, err := w.Lock(sctx, key, locker.Shared())
+		if err == nil {
+			err = lease.Unlock(ctx)
+		}
+		got <- err
+	}()
+	waitFor(t, "the Shared waiter queues", func() bool {
+		var n int
+		err := dw.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM locker_locks_queue WHERE `key` = ? AND mode <> 0", key).Scan(&n)
+		return err == nil && n == 1
+	})
+	if !dw.gates.parked(t, key) {
+		t.Fatal("the gate did not stay parked")
+	}
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+}
