@@ -203,12 +203,16 @@
 // places, and a release that leaves the key free
 // (locker_locks_xrelease_v2) interrupts, once its deletion is committed,
 // the park of the process whose waiter is first in the queue (KILL
-// QUERY): that process alone is woken, and its waiter claims the key. A
-// park sleeps only while the key is held or another process's waiter
-// comes first, which the statement that sleeps asks, so that no release
-// falls between the look and the sleep. A release of a row that no
-// process parked on is one plain DELETE, as before. A KILL is run as the
-// procedure's definer, so a process parks only where it is that user (a
+// QUERY, only while that connection runs the park): that process alone is
+// woken, and its waiter claims the key. A park sleeps only while an
+// Exclusive holder keeps the key or, the key free, another process's
+// parking waiter comes first, which the statement that sleeps asks, so
+// that no release falls between the look and the sleep; a waiter behind
+// modal holders or waiters polls. A release of a hold that did not wait,
+// on a row that no parking waiter marked, is one plain DELETE, as before.
+// Parks cost a connection per key a process waits for (outside the pool's
+// idle ones, within MaxOpenConns; at most half the pool) and two idle.
+// A KILL is run as the procedure's definer, so a process parks only where it is that user (a
 // process of another user, or without the procedure, watches names, as
 // below, and its waiters are woken by the releases of processes that do
 // the same; between the two kinds a waiter looks on its own schedule);

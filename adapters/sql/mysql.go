@@ -129,7 +129,7 @@ func newMyStatements(fill func(string) string) *myStatements {
 	}
 	m.parkStatements(fill, match)
 	// in one round trip where it can be; one in 16 also clears lapsed places
-	m.wait, m.waitGC = m.place+";\n"+m.state, m.place+";\n"+m.gc+";\n"+m.state
+	m.wait, m.waitGC = m.place+";\n"+m.mark+";\n"+m.state, m.place+";\n"+m.gc+";\n"+m.mark+";\n"+m.state
 	return m
 }
 
@@ -220,7 +220,7 @@ func myModeColumns(ctx context.Context, tx *dbsql.Tx, table string, fill func(st
 type myStatements struct {
 	insert, insertQueued, draw, fence, batch, batchQueued, place, gc, dequeue, first, state, wait, waitGC string
 	reenter, lapse, drop, dec, has, refresh, expire, xrelease                                             string
-	park, sleep, unpark, quiet                                                                            string // mysql_park.go
+	park, sleep, unpark, unparkAll, quiet, mark                                                           string // mysql_park.go
 	multi                                                                                                 bool   // the connections take batch
 }
 

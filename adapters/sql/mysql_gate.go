@@ -15,7 +15,9 @@ import (
 )
 
 // gates carry MySQL's hand-off between processes, which LISTEN/NOTIFY
-// carries on Postgres, through one named lock per key (GET_LOCK). A
+// carries on Postgres: by parks (mysql_park.go) where the release
+// procedure may interrupt this process's connections, else, as follows,
+// through one named lock per key (GET_LOCK). A
 // process's first waiter for a key held elsewhere watches the name: a
 // connection of the pool blocks in GET_LOCK. A process that got the key
 // after watching keeps the name while it holds the key, and lets it go
@@ -37,7 +39,7 @@ type gates struct {
 	local   *localQueue
 	sql     *myStatements   // first: the key's first live waiter's token, or ''; multi; park, sleep, unpark
 	multi   bool            // the connections take several statements at once
-	parking bool            // gates park (mysql_park.go) and watch no name
+	parking atomic.Bool     // gates park (mysql_park.go) and watch no name
 	proc    string          // this process's parks' name
 	ctx     context.Context // ends with the last Locker on db and table
 	stop    context.CancelFunc
@@ -58,7 +60,9 @@ type gate struct {
 	holding bool          // the name is this process's
 	adopted bool          // and this process holds the key: keep the name until the row goes
 	next    chan bool     // while holding: let go (true: watch again if a waiter is here); parking: look again
+	parks   bool          // the gate parks (mysql_park.go), not watching the name
 	conn    int64         // parking: the connection's id in the server
+	reclaim bool          // parking: its room is wanted (reclaimLocked)
 	cancel  context.CancelFunc
 }
 
@@ -68,8 +72,10 @@ func newGates(db *dbsql.DB, table string, m *myStatements, parking bool, hub *wa
 		n = urlPoolSize
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &gates{db: db, table: table, max: n, hub: hub, local: local, sql: m, multi: m.multi, parking: parking, proc: newProcID(),
+	gs := &gates{db: db, table: table, max: n, hub: hub, local: local, sql: m, multi: m.multi, proc: newProcID(),
 		ctx: ctx, stop: stop, keys: map[string]*gate{}, held: map[string]bool{}}
+	gs.parking.Store(parking)
+	return gs
 }
 
 // wake wakes key's first waiter here, reporting whether there is one.
@@ -89,22 +95,22 @@ func (gs *gates) watch(key string, ttl time.Duration) {
 	}
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	if g := gs.keys[key]; gs.parking && g != nil && !g.waiting {
+	if g := gs.keys[key]; g != nil && g.parks && !g.waiting {
 		sendOnce(g.next, true) // park again
 	}
 	if gs.keys[key] != nil || gs.held[key] || gs.ctx.Err() != nil {
 		return
 	}
 	if len(gs.keys) >= gs.max {
-		if gs.parking {
+		if gs.parking.Load() {
 			gs.reclaimLocked() // for the next time
 		}
 		return
 	}
 	ctx, cancel := context.WithCancel(gs.ctx)
-	g := &gate{name: gs.name(key), ttl: ttl, waiting: true, next: make(chan bool, 1), cancel: cancel}
+	g := &gate{name: gs.name(key), ttl: ttl, waiting: true, next: make(chan bool, 1), cancel: cancel, parks: gs.parking.Load()}
 	gs.keys[key] = g
-	if gs.parking {
+	if g.parks {
 		go gs.runParked(ctx, key, g)
 		return
 	}
@@ -292,7 +298,7 @@ func (gs *gates) granted(key string) {
 	gs.held[key] = true
 	switch g := gs.keys[key]; {
 	case g == nil:
-	case !gs.parking:
+	case !g.parks:
 		g.adopted = true
 	case !g.waiting:
 		sendOnce(g.next, true) // park again for the waiters here behind
@@ -339,7 +345,7 @@ func (gs *gates) left(key string) {
 	defer gs.mu.Unlock()
 	switch g := gs.keys[key]; {
 	case g == nil || g.adopted:
-	case gs.parking && g.waiting: // parked: it stays, for the next waiter here
+	case g.parks && g.waiting: // parked: it stays, for the next waiter here
 	case g.waiting:
 		g.cancel()
 	default:
@@ -355,8 +361,8 @@ func sendOnce(c chan bool, v bool) {
 }
 
 // quiet reports whether a release will wake key's first waiter here: this
-// process holds the key, or a gate of key waits for the name. It then
-// needs no poll.
+// process holds the key, or a gate of key waits for the name or is
+// parked. It then needs no poll.
 //
 // A park wakes only a call whose refusal a release will end by
 // interrupting it (parkable: mysql_park.go); any other polls.
@@ -367,7 +373,7 @@ func (gs *gates) quiet(key string, parkable bool) bool {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g := gs.keys[key]
-	return gs.held[key] || g != nil && g.waiting && (parkable || !gs.parking)
+	return gs.held[key] || g != nil && g.waiting && (!g.parks || parkable && gs.parking.Load())
 }
 
 // close ends every gate; their connections close, and with them the names.
@@ -382,5 +388,10 @@ func (gs *gates) close() {
 	gs.mu.Unlock()
 	for _, pc := range lot {
 		closeBad(pc.conn)
+	}
+	if gs.sql != nil && gs.sql.unparkAll != "" { // this process's park rows, as it may (a crash leaves them: harmless, see mysql_park.go)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, _ = gs.db.ExecContext(ctx, gs.sql.unparkAll, gs.proc)
 	}
 }

@@ -114,7 +114,7 @@ func namesOnly(l locker.Locker) {
 	gs := driverOf(l).gates
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	gs.parking = false
+	gs.parking.Store(false)
 }
 
 // holds reports whether key's gate holds the name.

@@ -13,10 +13,12 @@ import (
 // that waiter if it is also the first live waiter of the database's queue
 // (a fence drawn for it, its place gone), else deletes it. The waiter is
 // then told its grant here and takes it with no statement of its own;
-// the process's gate keeps the key's name (the key stays this
-// process's), so no other process is woken for nothing. Any other
-// release (no waiter here, another process's waiter first, a hold of
-// several ids) deletes as before, and a waiter looks for itself.
+// a gate watching names keeps the key's name (the key stays this
+// process's), so no other process is woken for nothing. Else it deletes
+// the row and interrupts the park of the process whose waiter is first
+// (mysql_park.go). A hold that did not wait, on a row no waiter of a
+// parking process marked, goes with one plain DELETE; a hold of several
+// ids with the plain statements.
 const (
 	myXRelease     = "CALL `{tn}_xrelease_v2`(?, ?, ?, ?, ?, ?, ?)"
 	myXReleaseProc = "CREATE PROCEDURE `{tn}_xrelease_v2`(p_key VARBINARY(512), p_owner VARBINARY(512), p_fence BIGINT UNSIGNED, " +
@@ -52,14 +54,16 @@ const (
 		"			DELETE FROM {q} WHERE `key` = p_key AND token = p_next;\n" +
 		"		ELSE\n" +
 		// The key is free: the park of the process whose waiter is first
-		// (mysql_park.go), interrupted once the deletion is committed. The
-		// park row is read locking: a park recorded after this read waits
-		// for the commit, and its look then finds the key free.
+		// (mysql_park.go), interrupted once the deletion is committed. A
+		// park that this misses marks the row first, which waits for the
+		// commit (the row is locked): its look then finds the key free.
 		"			SELECT proc INTO pr FROM {q} WHERE `key` = p_key AND expires_at > n AND proc <> '' ORDER BY seq LIMIT 1;\n" +
 		"			SELECT conn INTO c FROM `{tn}_park` WHERE `key` = p_key AND proc = pr LOCK IN SHARE MODE;\n" +
 		"		END IF;\n" +
 		"		COMMIT;\n" +
-		"		IF c > 0 AND c <> CONNECTION_ID() THEN\n" +
+		// Only a park: after a restart of the server, an id of the park
+		// row may name another connection.
+		"		IF c > 0 AND c <> CONNECTION_ID() AND EXISTS (SELECT 1 FROM information_schema.PROCESSLIST WHERE ID = c AND INFO LIKE '%locker park%') THEN\n" +
 		"			BEGIN\n" +
 		"				DECLARE CONTINUE HANDLER FOR SQLEXCEPTION BEGIN END; -- gone, or not ours to interrupt: it looks on its own\n" +
 		"				KILL QUERY c;\n" +
@@ -106,6 +110,7 @@ func (m *myStatements) handOff(ctx context.Context, h *hold, next *driver.Reques
 	if err != nil {
 		if myNoLane(err) { // not to be had here: the plain release, from now on
 			h.d.handOffOff.Store(true)
+			h.d.gates.stopParking()
 			return false, false, nil
 		}
 		return false, false, err

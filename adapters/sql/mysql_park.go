@@ -24,19 +24,25 @@ import (
 // where a named lock goes to the processes in the order they asked for
 // it, and on to the next while the one that got it has no waiter first.
 //
-// A park sleeps only while the key has a live row or another process's
-// waiter comes first, asked in the statement that sleeps: a release
-// committed before it began is seen, and one after it interrupts it. A
-// waiter refused again parks its gate again; a gate whose waiters have
+// A park sleeps only while an Exclusive holder keeps the key or, the key
+// free, another process's parking waiter comes first (a quarter second at
+// most then), asked in the statement that sleeps: a release committed
+// before it began is seen, and one after it interrupts it. A waiter whose
+// refusal no release will end by a park (behind modal holders or waiters,
+// or of a process that does not park) polls (gates.quiet). A waiter
+// refused again parks its gate again; a gate whose waiters have
 // all gone stays parked until it is woken or its time is up (the next
 // waiter here finds it parked), or its room is wanted for another key.
 //
-// A KILL may reach a connection after its park ended (a release that read
-// the park row before it was parked again): a gate's connections are
-// therefore never given back to the pool, which would run another
-// statement on them, but kept for the next park (at most lotSize idle,
-// the others closed). Such a KILL wakes a park for nothing, and its
-// waiter looks once more.
+// A release interrupts a connection only while it runs a park (the
+// process list says so): a park row outlives its park (a crashed
+// process's, or one whose connection a restarted server gave to another
+// client). The check and the KILL are two steps, so a gate's connections
+// are never given back to the pool, which would run another statement on
+// them, but kept for the next park (at most lotSize idle, the others
+// closed): such a late KILL wakes a park for nothing, and its waiter looks
+// once more. A connection per key waited for and lotSize more are outside
+// the pool's count of idle connections, within its MaxOpenConns.
 const lotSize = 2
 
 // parkConn is a connection kept by gates, and its id in the server.
@@ -45,26 +51,55 @@ type parkConn struct {
 	id   int64
 }
 
-// parkStatements fills in the statements of a park: the release of a row
-// that no park marked (quiet, where match finds the hold's row); record the
-// connection in the key's park row, and mark the key's row (a release of
-// a row no park marked takes one plain statement); sleep while what keeps
-// the key from this process's waiter will interrupt the park as it goes:
-// an Exclusive holder (a header, owner ”, stands for modal holders,
-// whose releases interrupt no park), or, the key free, another process's
-// parking waiter first; and forget the park.
+// parkStatements fills in the parks' statements. quiet releases a row no
+// waiter of a parking process marked (match finds the hold's row), with
+// one plain statement. park records the connection in the key's park row
+// and marks the key's row: the mark waits for a release that holds the
+// row, so that the look after it sees that release. sleep sleeps while
+// what keeps the key from this process's waiter will interrupt the park
+// as it goes: an Exclusive holder (a header, owner ”, stands for modal
+// holders, whose releases interrupt no park), or, the key free, another
+// process's parking waiter first; tagged, as a release interrupts only a
+// connection that runs it. unpark and unparkAll forget parks.
 func (m *myStatements) parkStatements(fill func(string) string, match string) {
 	m.quiet = fill("DELETE FROM {t}" + match + " AND ids = ? AND parked = 0")
+	// mark: a waiter of a parking process (proc ?, else '') marks the row
+	// as it takes its place, so that the row's release wakes it, whether
+	// or not a park of its process is on its way
+	m.mark = fill("UPDATE {t} SET parked = 1 WHERE `key` = ? AND parked = 0 AND ? <> ''")
 	m.park = fill("INSERT INTO `{tn}_park` (`key`, proc, conn) VALUES (?, ?, CONNECTION_ID()) ON DUPLICATE KEY UPDATE conn = VALUES(conn);\n" +
-		"UPDATE {t} SET parked = 1 WHERE `key` = ? AND parked = 0")
-	m.sleep = fill("SELECT IF(EXISTS (SELECT 1 FROM {t} WHERE `key` = ? AND expires_at > {now} AND owner <> '') OR " +
-		"NOT EXISTS (SELECT 1 FROM {t} WHERE `key` = ? AND expires_at > {now}) AND " +
-		"COALESCE((SELECT proc FROM {q} WHERE `key` = ? AND expires_at > {now} ORDER BY seq LIMIT 1), '') NOT IN ('', ?), SLEEP(?), 0)")
+		"UPDATE {t} SET parked = 1 WHERE `key` = ?")
+	m.sleep = fill("SELECT /* locker park */ CASE WHEN EXISTS (SELECT 1 FROM {t} WHERE `key` = ? AND expires_at > {now} AND owner <> '') THEN SLEEP(?) " +
+		"WHEN NOT EXISTS (SELECT 1 FROM {t} WHERE `key` = ? AND expires_at > {now}) AND " +
+		"COALESCE((SELECT proc FROM {q} WHERE `key` = ? AND expires_at > {now} ORDER BY seq LIMIT 1), '') NOT IN ('', ?) " +
+		"THEN SLEEP(LEAST(?, " + parkFree + ")) ELSE 0 END")
+	m.unparkAll = fill("DELETE FROM `{tn}_park` WHERE proc = ?")
 	m.unpark = fill("DELETE FROM `{tn}_park` WHERE `key` = ? AND proc = ? AND conn = CONNECTION_ID()")
 }
 
+// parkFree is how long a park sleeps while the key is free and another
+// process's waiter comes first (s): one that gives up leaves the queue
+// with no release, which interrupts nobody.
+const parkFree = "0.25"
+
 // parks reports whether the gates park.
-func (gs *gates) parks() bool { return gs != nil && gs.parking }
+func (gs *gates) parks() bool { return gs != nil && gs.parking.Load() }
+
+// stopParking: a release here may no longer interrupt parks (the
+// procedure went): the parked gates end, and gates watch names from now
+// on.
+func (gs *gates) stopParking() {
+	if gs == nil || !gs.parking.CompareAndSwap(true, false) {
+		return
+	}
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	for _, g := range gs.keys {
+		if g.parks {
+			g.cancel()
+		}
+	}
+}
 
 // procID is the name of this process's parks in the waiters' places, or
 // "" where a release does not wake them (gates, nil or watching names).
@@ -140,14 +175,13 @@ func (gs *gates) runParked(ctx context.Context, key string, g *gate) {
 	}
 }
 
-// park records pc as this process's park for key and sleeps on it, unless
-// the key is free and this process's waiter comes first.
-// It reports woken where SLEEP returns 1 for a KILL (MySQL); MariaDB
-// fails it (interrupted).
+// park records pc as this process's park for key and sleeps on it (see
+// parkStatements). It reports woken where SLEEP returns 1 for a KILL;
+// MariaDB fails the statement instead (interrupted).
 func (gs *gates) park(ctx context.Context, pc *parkConn, key string, timeout float64) (woken bool, err error) {
 	var slept dbsql.NullInt64
 	if gs.multi {
-		rows, err := pc.conn.QueryContext(ctx, gs.sql.park+";\n"+gs.sql.sleep, key, gs.proc, key, key, key, key, gs.proc, timeout)
+		rows, err := pc.conn.QueryContext(ctx, gs.sql.park+";\n"+gs.sql.sleep, key, gs.proc, key, key, timeout, key, key, gs.proc, timeout)
 		if err != nil {
 			return false, err
 		}
@@ -161,7 +195,7 @@ func (gs *gates) park(ctx context.Context, pc *parkConn, key string, timeout flo
 	if _, err := pc.conn.ExecContext(ctx, mark, key); err != nil {
 		return false, err
 	}
-	err = pc.conn.QueryRowContext(ctx, gs.sql.sleep, key, key, key, gs.proc, timeout).Scan(&slept)
+	err = pc.conn.QueryRowContext(ctx, gs.sql.sleep, key, timeout, key, key, gs.proc, timeout).Scan(&slept)
 	return slept.Int64 == 1, err
 }
 
@@ -216,7 +250,8 @@ func closeBad(conn *dbsql.Conn) {
 // goes to another key. Called with gs.mu held.
 func (gs *gates) reclaimLocked() {
 	for key, g := range gs.keys {
-		if g.waiting && gs.local.first(key) == "" && g.conn != 0 {
+		if g.parks && g.waiting && !g.reclaim && gs.local.first(key) == "" && g.conn != 0 {
+			g.reclaim = true
 			id := g.conn
 			go func() { _, _ = gs.db.ExecContext(gs.ctx, fmt.Sprintf("KILL QUERY %d", id)) }()
 			return

@@ -35,7 +35,7 @@ func TestMySQLReleaseWakesTheFirstProcessAlone(t *testing.T) {
 	}
 	a, b, c := ls[0], ls[1], ls[2]
 	db, dc := driverOf(b), driverOf(c)
-	if !db.gates.parking {
+	if !db.gates.parking.Load() {
 		t.Fatal("the gates do not park: the release procedure's definer is not this user")
 	}
 	key := "park-" + rand.Text()
@@ -143,8 +143,8 @@ func TestMySQLIdleParkGivesItsRoomUp(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = h.Close() })
 	gs := gatesOf(t, sqlDB)
-	if gs.max != 1 || !gs.parking {
-		t.Fatalf("a pool of two has room for %d gates (parking %v), want 1", gs.max, gs.parking)
+	if gs.max != 1 || !gs.parking.Load() {
+		t.Fatalf("a pool of two has room for %d gates (parking %v), want 1", gs.max, gs.parking.Load())
 	}
 	key1, key2 := "park-room-"+rand.Text(), "park-room-"+rand.Text()
 	held1, err := h.Lock(ctx, key1)
@@ -269,5 +269,70 @@ func TestMySQLModalWaiterBesideAParkPolls(t *testing.T) {
 	}
 	if err := <-got; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A waiter whose process's gate is parked already (its waiter gave up)
+// marks the holder's row as it takes its place: the holder, which did not
+// wait and found the row unmarked when it claimed it, then releases
+// through the procedure that interrupts the park, not with a plain DELETE.
+func TestMySQLWaiterBehindAParkMarksTheRow(t *testing.T) {
+	raw := testenv.URL(t, "LOCKER_TEST_MYSQL").String()
+	ctx := t.Context()
+	var ls [2]locker.Locker
+	for i := range ls {
+		l, err := Open(ctx, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		ls[i] = l
+	}
+	p, b := ls[0], ls[1]
+	db := driverOf(b)
+	key := "park-mark-" + rand.Text()
+	held, err := p.Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, giveUp := context.WithCancel(ctx)
+	gave := make(chan error, 1)
+	go func() { _, err := b.Lock(wctx, key); gave <- err }()
+	waitFor(t, "b's first waiter parks", func() bool { return db.gates.parked(t, key) })
+	giveUp()
+	<-gave
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if held, err = p.Lock(ctx, key); err != nil { // a row of a holder that did not wait, unmarked
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		sctx, cancel := context.WithTimeout(ctx, 4*time.Second) // its fallback: 5 s
+		defer cancel()
+		lease, err := b.Lock(sctx, key)
+		if err == nil {
+			err = lease.Unlock(ctx)
+		}
+		got <- err
+	}()
+	waitFor(t, "b's second waiter queues", func() bool {
+		var n int
+		err := db.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM locker_locks_queue WHERE `key` = ?", key).Scan(&n)
+		return err == nil && n == 1
+	})
+	if !db.gates.parked(t, key) {
+		t.Fatal("b's gate did not stay parked")
+	}
+	woken := db.gates.woken.Load()
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if db.gates.woken.Load() != woken+1 {
+		t.Error("b's park was not interrupted by the release")
 	}
 }

@@ -49,10 +49,12 @@ func (m *myStatements) read(ctx context.Context, d *sqlDriver, r *driver.Request
 func (m *myStatements) enqueue(ctx context.Context, d *sqlDriver, key, token string, ttl int64, state, dest []any) error {
 	gc := rand.IntN(16) == 0
 	if m.multi {
-		q, args := m.wait, []any{key, token, ttl, d.gates.procID()}
+		proc := d.gates.procID()
+		q, args := m.wait, []any{key, token, ttl, proc}
 		if gc {
 			q, args = m.waitGC, append(args, key)
 		}
+		args = append(args, key, proc)
 		rows, err := d.db.QueryContext(ctx, q, append(args, state...)...)
 		if err != nil {
 			return err
@@ -64,6 +66,11 @@ func (m *myStatements) enqueue(ctx context.Context, d *sqlDriver, key, token str
 	}
 	if gc {
 		if _, err := d.db.ExecContext(ctx, m.gc, key); err != nil {
+			return err
+		}
+	}
+	if proc := d.gates.procID(); proc != "" {
+		if _, err := d.db.ExecContext(ctx, m.mark, key, proc); err != nil {
 			return err
 		}
 	}
