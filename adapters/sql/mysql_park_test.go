@@ -22,17 +22,8 @@ import (
 // its sleep would not count as woken), and c's stays parked, with no
 // attempt, until b's release interrupts it in turn.
 func TestMySQLReleaseWakesTheFirstProcessAlone(t *testing.T) {
-	raw := testenv.URL(t, "LOCKER_TEST_MYSQL").String()
 	ctx := t.Context()
-	var ls [3]locker.Locker
-	for i := range ls {
-		l, err := Open(ctx, raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = l.Close() })
-		ls[i] = l
-	}
+	ls := processes(t, 3)
 	a, b, c := ls[0], ls[1], ls[2]
 	db, dc := driverOf(b), driverOf(c)
 	if !db.gates.parking.Load() {
@@ -81,17 +72,8 @@ func TestMySQLReleaseWakesTheFirstProcessAlone(t *testing.T) {
 // connections closed) still releases, and the waiter behind the crashed
 // one gets the key once the crashed one's place lapses.
 func TestMySQLReleaseFindsTheParkedProcessGone(t *testing.T) {
-	raw := testenv.URL(t, "LOCKER_TEST_MYSQL").String()
 	ctx := t.Context()
-	var ls [3]locker.Locker
-	for i := range ls {
-		l, err := Open(ctx, raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = l.Close() })
-		ls[i] = l
-	}
+	ls := processes(t, 3)
 	a, b, c := ls[0], ls[1], ls[2]
 	key := "park-gone-" + rand.Text()
 	held, err := a.Lock(ctx, key)
@@ -207,6 +189,22 @@ func (gs *gates) parked(t *testing.T, key string) bool {
 	return n == 1
 }
 
+// processes opens n Lockers on the MySQL server, each on a pool of its
+// own, as n processes would, closed when t ends.
+func processes(t *testing.T, n int) []locker.Locker {
+	raw := testenv.URL(t, "LOCKER_TEST_MYSQL").String()
+	ls := make([]locker.Locker, n)
+	for i := range ls {
+		l, err := Open(t.Context(), raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		ls[i] = l
+	}
+	return ls
+}
+
 // gatesOf is the gates of this process's Lockers on db.
 func gatesOf(t *testing.T, db *dbsql.DB) *gates {
 	w, release, err := waiters.get(t.Context(), listenerKey{db, "locker_locks"}, nil, nil)
@@ -222,17 +220,8 @@ func gatesOf(t *testing.T, db *dbsql.DB) *gates {
 // process) behind another process's Exclusive holder, in a process whose
 // gate stays parked after its Exclusive waiter gave up.
 func TestMySQLModalWaiterBesideAParkPolls(t *testing.T) {
-	raw := testenv.URL(t, "LOCKER_TEST_MYSQL").String()
 	ctx := t.Context()
-	var ls [2]locker.Locker
-	for i := range ls {
-		l, err := Open(ctx, raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = l.Close() })
-		ls[i] = l
-	}
+	ls := processes(t, 2)
 	h, w := ls[0], ls[1]
 	dw := driverOf(w)
 	key := "park-modal-" + rand.Text()
@@ -277,17 +266,8 @@ func TestMySQLModalWaiterBesideAParkPolls(t *testing.T) {
 // wait and found the row unmarked when it claimed it, then releases
 // through the procedure that interrupts the park, not with a plain DELETE.
 func TestMySQLWaiterBehindAParkMarksTheRow(t *testing.T) {
-	raw := testenv.URL(t, "LOCKER_TEST_MYSQL").String()
 	ctx := t.Context()
-	var ls [2]locker.Locker
-	for i := range ls {
-		l, err := Open(ctx, raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = l.Close() })
-		ls[i] = l
-	}
+	ls := processes(t, 2)
 	p, b := ls[0], ls[1]
 	db := driverOf(b)
 	key := "park-mark-" + rand.Text()
