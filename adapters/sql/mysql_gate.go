@@ -38,7 +38,6 @@ type gates struct {
 	hub     *wait.Hub
 	local   *localQueue
 	sql     *myStatements   // first: the key's first live waiter's token, or ''; multi; park, sleep, unpark
-	multi   bool            // the connections take several statements at once
 	parking atomic.Bool     // gates park (mysql_park.go) and watch no name
 	proc    string          // this process's parks' name
 	ctx     context.Context // ends with the last Locker on db and table
@@ -72,7 +71,7 @@ func newGates(db *dbsql.DB, table string, m *myStatements, parking bool, hub *wa
 		n = urlPoolSize
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	gs := &gates{db: db, table: table, max: n, hub: hub, local: local, sql: m, multi: m.multi, proc: newProcID(),
+	gs := &gates{db: db, table: table, max: n, hub: hub, local: local, sql: m, proc: newProcID(),
 		ctx: ctx, stop: stop, keys: map[string]*gate{}, held: map[string]bool{}}
 	gs.parking.Store(parking)
 	return gs
@@ -236,7 +235,7 @@ func (gs *gates) use(key string, g *gate, first string) int {
 // reads the key's first live waiter: in one round trip where it can.
 func (gs *gates) getLock(ctx context.Context, conn *dbsql.Conn, key, name string, timeout float64) (got bool, first string, err error) {
 	var n dbsql.NullInt64
-	if gs.multi {
+	if gs.sql.multi {
 		rows, err := conn.QueryContext(ctx, "SELECT GET_LOCK(?, ?), '';\n"+gs.sql.first, name, timeout, key)
 		if err != nil {
 			return false, "", err

@@ -180,7 +180,7 @@ func (gs *gates) runParked(ctx context.Context, key string, g *gate) {
 // MariaDB fails the statement instead (interrupted).
 func (gs *gates) park(ctx context.Context, pc *parkConn, key string, timeout float64) (woken bool, err error) {
 	var slept dbsql.NullInt64
-	if gs.multi {
+	if gs.sql.multi {
 		rows, err := pc.conn.QueryContext(ctx, gs.sql.park+";\n"+gs.sql.sleep, key, gs.proc, key, key, timeout, key, key, gs.proc, timeout)
 		if err != nil {
 			return false, err
