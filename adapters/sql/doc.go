@@ -201,10 +201,10 @@
 // held elsewhere parks a connection the process keeps for parks in SLEEP,
 // recorded in the park table, with the process's name in its waiters'
 // places, and a release that leaves the key free
-// (locker_locks_xrelease_v2) interrupts, once its deletion is committed,
+// (locker_locks_xrelease_v3) interrupts, once its deletion is committed,
 // the park of the process whose waiter is first in the queue (KILL
-// QUERY, only while that connection runs the park): that process alone is
-// woken, and its waiter claims the key. A park sleeps only while an
+// QUERY, only on a connection holding the named lock of parks): that
+// process alone is woken, and its waiter claims the key. A park sleeps only while an
 // Exclusive holder keeps the key or, the key free, another process's
 // parking waiter comes first, which the statement that sleeps asks, so
 // that no release falls between the look and the sleep; a waiter behind

@@ -20,8 +20,8 @@ import (
 // parking process marked, goes with one plain DELETE; a hold of several
 // ids with the plain statements.
 const (
-	myXRelease     = "CALL `{tn}_xrelease_v2`(?, ?, ?, ?, ?, ?, ?)"
-	myXReleaseProc = "CREATE PROCEDURE `{tn}_xrelease_v2`(p_key VARBINARY(512), p_owner VARBINARY(512), p_fence BIGINT UNSIGNED, " +
+	myXRelease     = "CALL `{tn}_xrelease_v3`(?, ?, ?, ?, ?, ?, ?)"
+	myXReleaseProc = "CREATE PROCEDURE `{tn}_xrelease_v3`(p_key VARBINARY(512), p_owner VARBINARY(512), p_fence BIGINT UNSIGNED, " +
 		"p_id VARBINARY(255), p_next VARBINARY(255), p_next_owner VARBINARY(512), p_ttl BIGINT)\n" +
 		"BEGIN\n" +
 		"	DECLARE n BIGINT;\n" +
@@ -61,13 +61,18 @@ const (
 		"			SELECT conn INTO c FROM `{tn}_park` WHERE `key` = p_key AND proc = pr LOCK IN SHARE MODE;\n" +
 		"		END IF;\n" +
 		"		COMMIT;\n" +
-		// Only a park: after a restart of the server, an id of the park
-		// row may name another connection.
-		"		IF c > 0 AND c <> CONNECTION_ID() AND EXISTS (SELECT 1 FROM information_schema.PROCESSLIST WHERE ID = c AND INFO LIKE '%locker park%') THEN\n" +
-		"			BEGIN\n" +
-		"				DECLARE CONTINUE HANDLER FOR SQLEXCEPTION BEGIN END; -- gone, or not ours to interrupt: it looks on its own\n" +
-		"				KILL QUERY c;\n" +
-		"			END;\n" +
+		// Only a park's connection (it holds the named lock parkLock):
+		// after a restart of the server, an id of the park row may name
+		// another client's. A park of a version before v3 holds none: the
+		// process list, scanned only then, shows it running one.
+		"		IF c > 0 AND c <> CONNECTION_ID() THEN\n" +
+		"			IF IS_USED_LOCK(CONCAT('" + parkLock + "', c)) = c OR\n" +
+		"				EXISTS (SELECT 1 FROM information_schema.PROCESSLIST WHERE ID = c AND INFO LIKE '%locker park%') THEN\n" +
+		"				BEGIN\n" +
+		"					DECLARE CONTINUE HANDLER FOR SQLEXCEPTION BEGIN END; -- gone, or not ours to interrupt: it looks on its own\n" +
+		"					KILL QUERY c;\n" +
+		"				END;\n" +
+		"			END IF;\n" +
 		"		END IF;\n" +
 		"		SELECT 1, f;\n" +
 		"	END IF;\n" +

@@ -130,7 +130,7 @@ func TestMySQLHandOffMissing(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	d := driverOf(l)
-	if _, err := d.db.ExecContext(ctx, "DROP PROCEDURE `"+table+"_xrelease_v2`"); err != nil {
+	if _, err := d.db.ExecContext(ctx, "DROP PROCEDURE `"+table+"_xrelease_v3`"); err != nil {
 		t.Fatal(err)
 	}
 	key := "handoff-missing-" + rand.Text()
@@ -185,7 +185,7 @@ func TestMySQLHandOffFoundFirst(t *testing.T) {
 	defer stop()
 	var done int
 	var fence uint64
-	if err := row(d.db.QueryRowContext(ctx, "CALL `"+d.cfg.table+"_xrelease_v2`(?, ?, ?, ?, ?, ?, ?)",
+	if err := row(d.db.QueryRowContext(ctx, "CALL `"+d.cfg.table+"_xrelease_v3`(?, ?, ?, ?, ?, ?, ?)",
 		key, h.Owner, hg.Fence, h.ID, r.ID, r.Owner, r.TTL.Milliseconds()), &done, &fence); err != nil || done != 1 || fence == 0 {
 		t.Fatalf("the release's procedure: done %d fence %d (%v), want the key handed to the waiter", done, fence, err)
 	}

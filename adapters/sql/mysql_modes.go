@@ -95,7 +95,7 @@ func myModeProcs(ctx context.Context, d *sqlDriver, fill func(string) string) {
 	for _, p := range []struct {
 		name, proc string
 		off        *atomic.Bool
-	}{{"_grant_v3", myGrantProc, &d.laneOff}, {"_release_v3", myReleaseProc, &d.laneOff}, {"_xrelease_v2", myXReleaseProc, &d.handOffOff}} {
+	}{{"_grant_v3", myGrantProc, &d.laneOff}, {"_release_v3", myReleaseProc, &d.laneOff}, {"_xrelease_v3", myXReleaseProc, &d.handOffOff}} {
 		var n int
 		err := d.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.ROUTINES "+
 			"WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = ?", d.cfg.table+p.name).Scan(&n)

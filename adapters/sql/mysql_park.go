@@ -34,16 +34,22 @@ import (
 // all gone stays parked until it is woken or its time is up (the next
 // waiter here finds it parked), or its room is wanted for another key.
 //
-// A release interrupts a connection only while it runs a park (the
-// process list says so): a park row outlives its park (a crashed
-// process's, or one whose connection a restarted server gave to another
-// client). The check and the KILL are two steps, so a gate's connections
-// are never given back to the pool, which would run another statement on
-// them, but kept for the next park (at most lotSize idle, the others
-// closed): such a late KILL wakes a park for nothing, and its waiter looks
-// once more. A connection per key waited for and lotSize more are outside
-// the pool's count of idle connections, within its MaxOpenConns.
+// A release interrupts only a park's connection: each holds the named
+// lock parkLock+its id for as long as it lives, where a park row outlives
+// its connection (a crashed process's, or one whose id a restarted
+// server gave to another client); IS_USED_LOCK spares the release a scan
+// of the process list. The check and the KILL are two steps, so a gate's
+// connections are never given back to the pool, which would run another
+// statement on them, but kept for the next park (at most lotSize idle,
+// the others closed): such a late KILL wakes a park for nothing, and its
+// waiter looks once more. A connection per key waited for and lotSize
+// more are outside the pool's count of idle connections, within its
+// MaxOpenConns.
 const lotSize = 2
+
+// parkLock, followed by a connection's id, names the lock that marks the
+// connection as a park's: a release interrupts no other (myXReleaseProc).
+const parkLock = "locker park "
 
 // parkConn is a connection kept by gates, and its id in the server.
 type parkConn struct {
@@ -221,7 +227,12 @@ func (gs *gates) take(ctx context.Context) (*parkConn, error) {
 		return nil, err
 	}
 	pc := &parkConn{conn: conn}
-	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&pc.id); err != nil {
+	var got dbsql.NullInt64
+	err = conn.QueryRowContext(ctx, "SELECT CONNECTION_ID(), GET_LOCK(CONCAT('"+parkLock+"', CONNECTION_ID()), 0)").Scan(&pc.id, &got)
+	if err == nil && got.Int64 != 1 {
+		err = fmt.Errorf("locker: the named lock of park connection %d is taken", pc.id)
+	}
+	if err != nil {
 		closeBad(conn)
 		return nil, err
 	}

@@ -316,3 +316,89 @@ func TestMySQLWaiterBehindAParkMarksTheRow(t *testing.T) {
 		t.Error("b's park was not interrupted by the release")
 	}
 }
+
+// A release interrupts a park's connection, and no other client's: b
+// parks (its connection holding its named lock), and its park row is made
+// to name another connection, as a restarted server may give b's old id
+// to another client. That one's query is left to finish unless it runs a
+// park of a version before the named locks (the process list shows it
+// tagged); b gets the key either way, at the latest when its park's sleep
+// ends.
+func TestMySQLReleaseInterruptsOnlyAPark(t *testing.T) {
+	for _, tc := range []struct {
+		name, query string
+		killed      bool
+	}{
+		{"another client", "SELECT SLEEP(2)", false},
+		{"an older park", "SELECT /* locker park */ SLEEP(10)", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			ls := processes(t, 2)
+			a, b := ls[0], ls[1]
+			db := driverOf(b)
+			key := "park-only-" + rand.Text()
+			held, err := a.Lock(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan locker.Lease, 1)
+			go func() {
+				lease, err := b.Lock(ctx, key, locker.WithTTL(2*time.Second)) // its park sleeps 2 s at most
+				if err != nil {
+					t.Error(err)
+				}
+				got <- lease
+			}()
+			waitFor(t, "b parks", func() bool { return db.gates.parked(t, key) })
+			db.gates.mu.Lock()
+			park := db.gates.keys[key].conn
+			db.gates.mu.Unlock()
+			var holder int64
+			if err := db.db.QueryRowContext(ctx, "SELECT COALESCE(IS_USED_LOCK(CONCAT(?, ?)), 0)", parkLock, park).Scan(&holder); err != nil || holder != park {
+				t.Fatalf("the park's connection %d does not hold its named lock (held by %d, %v)", park, holder, err)
+			}
+
+			other, err := db.db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeBad(other)
+			var id int64
+			if err := other.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			slept := make(chan error, 1)
+			go func() {
+				var n int64
+				err := other.QueryRowContext(ctx, tc.query).Scan(&n)
+				if err == nil && n == 1 { // MySQL's SLEEP answers 1 when interrupted; MariaDB fails
+					err = errors.New("interrupted")
+				}
+				slept <- err
+			}()
+			waitFor(t, "the other connection sleeps", func() bool {
+				var n int
+				err := db.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND STATE = 'User sleep'", id).Scan(&n)
+				return err == nil && n == 1
+			})
+			if _, err := db.db.ExecContext(ctx, "UPDATE locker_locks_park SET conn = ? WHERE `key` = ? AND proc = ?", id, key, db.gates.proc); err != nil {
+				t.Fatal(err)
+			}
+
+			if err := held.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-slept; (err != nil) != tc.killed {
+				t.Errorf("the other connection's query: %v, want interrupted %v", err, tc.killed)
+			}
+			lease := <-got
+			if lease == nil {
+				t.FailNow()
+			}
+			if err := lease.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -114,7 +114,7 @@ func mySetup(ctx context.Context, d *sqlDriver, m *myStatements) error {
 				return localWaiters{}, err
 			}
 			hub, local := wait.NewHub(localChannel{}), newLocalQueue()
-			parking := !d.handOffOff.Load() && killable(ctx, d.db, d.cfg.table+"_xrelease_v2")
+			parking := !d.handOffOff.Load() && killable(ctx, d.db, d.cfg.table+"_xrelease_v3")
 			return localWaiters{hub, local, newGates(d.db, database+"\x00"+d.cfg.table, m, parking, hub, local)}, nil
 		},
 		func(w localWaiters) { w.gates.close() })
