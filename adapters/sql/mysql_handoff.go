@@ -54,11 +54,15 @@ const (
 		"			DELETE FROM {q} WHERE `key` = p_key AND token = p_next;\n" +
 		"		ELSE\n" +
 		// The key is free: the park of the process whose waiter is first
-		// (mysql_park.go), interrupted once the deletion is committed. A
-		// park that this misses marks the row first, which waits for the
-		// commit (the row is locked): its look then finds the key free.
+		// (mysql_park.go), interrupted once the deletion is committed, its
+		// row taken (a park writes it anew). A park that this misses marks
+		// the row first, which waits for the commit (the row is locked):
+		// its look then finds the key free.
 		"			SELECT proc INTO pr FROM {q} WHERE `key` = p_key AND expires_at > n AND proc <> '' ORDER BY seq LIMIT 1;\n" +
-		"			SELECT conn INTO c FROM `{tn}_park` WHERE `key` = p_key AND proc = pr LOCK IN SHARE MODE;\n" +
+		"			SELECT conn INTO c FROM `{tn}_park` WHERE `key` = p_key AND proc = pr FOR UPDATE;\n" +
+		"			IF c > 0 THEN\n" +
+		"				DELETE FROM `{tn}_park` WHERE `key` = p_key AND proc = pr;\n" +
+		"			END IF;\n" +
 		"		END IF;\n" +
 		"		COMMIT;\n" +
 		// Only a park's connection (it holds the named lock parkLock):

@@ -20,9 +20,12 @@ import (
 // park row for this process, and the waiters' places name the process
 // (proc). A release that leaves the key free (myXReleaseProc) interrupts,
 // once its deletion is committed, the park of the process whose waiter
-// comes first in the queue, with KILL QUERY: that process alone is woken,
-// where a named lock goes to the processes in the order they asked for
-// it, and on to the next while the one that got it has no waiter first.
+// comes first in the queue, with KILL QUERY, and takes its park row: that
+// process alone is woken, where a named lock goes to the processes in the
+// order they asked for it, and on to the next while the one that got it
+// has no waiter first. A gate that ends with no waiter takes its row, and
+// a Locker's Close its process's: rows do not pile up with the keys a
+// process waited for (a crashed process's stay, harmless).
 //
 // A park sleeps only while an Exclusive holder keeps the key or, the key
 // free, another process's parking waiter comes first (a quarter second at

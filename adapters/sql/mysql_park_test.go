@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	dbsql "database/sql"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -400,5 +401,43 @@ func TestMySQLReleaseInterruptsOnlyAPark(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// A park row goes with the release that wakes it: a process that waits
+// for many keys, one after another, each handed to it by a release in
+// another process, keeps no row per key in the park table while it
+// lives.
+func TestMySQLParkRowsGoWithTheirWakes(t *testing.T) {
+	ctx := t.Context()
+	ls := processes(t, 2)
+	a, b := ls[0], ls[1]
+	db := driverOf(b)
+	prefix := "park-rows-" + rand.Text() + "/"
+	for i := range 10 {
+		key := prefix + strconv.Itoa(i)
+		held, err := a.Lock(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := lockAsync(ctx, t, b, key)
+		waitFor(t, "b parks", func() bool { return db.gates.parked(t, key) })
+		if err := held.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		lease := <-got
+		if lease == nil {
+			t.FailNow()
+		}
+		if err := lease.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int
+	if err := db.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM locker_locks_park WHERE proc = ? AND LEFT(`key`, LENGTH(?)) = ?", db.gates.proc, prefix, prefix).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d park rows left for 10 keys, each woken by its release", n)
 	}
 }
