@@ -147,6 +147,14 @@ func (gs *gates) runParked(ctx context.Context, key string, g *gate) {
 	g.conn = pc.id
 	gs.mu.Unlock()
 	timeout := math.Ceil(g.ttl.Seconds())
+	// unpark takes the park row as the gate ends, unless the release that
+	// interrupted the park took it
+	rowLeft := false
+	unpark := func() {
+		if clean && rowLeft {
+			_, _ = pc.conn.ExecContext(ctx, gs.sql.unpark, key, gs.proc)
+		}
+	}
 	for {
 		woken, err := gs.park(ctx, pc, key, timeout)
 		clean = err == nil || interrupted(err)
@@ -154,13 +162,14 @@ func (gs *gates) runParked(ctx context.Context, key string, g *gate) {
 			gs.woken.Add(1)
 		}
 		gs.mu.Lock()
+		rowLeft = !woken && !interrupted(err) || g.reclaim // a reclaim interrupts without taking it
 		g.waiting = false
 		idle := gs.local.first(key) == ""
 		if !clean || idle || ctx.Err() != nil {
 			gs.endLocked(key, g)
 			gs.mu.Unlock()
-			if clean && idle {
-				_, _ = pc.conn.ExecContext(ctx, gs.sql.unpark, key, gs.proc)
+			if idle {
+				unpark()
 			}
 			gs.wake(key)
 			return
@@ -177,6 +186,7 @@ func (gs *gates) runParked(ctx context.Context, key string, g *gate) {
 		if gs.local.first(key) == "" { // gone meanwhile
 			gs.endLocked(key, g)
 			gs.mu.Unlock()
+			unpark()
 			return
 		}
 		g.waiting = true

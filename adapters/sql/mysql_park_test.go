@@ -404,10 +404,12 @@ func TestMySQLReleaseInterruptsOnlyAPark(t *testing.T) {
 	}
 }
 
-// A park row goes with the release that wakes it: a process that waits
-// for many keys, one after another, each handed to it by a release in
-// another process, keeps no row per key in the park table while it
-// lives.
+// A park row goes with the release that wakes it, or else with its gate:
+// a process that waits for many keys, one after another, each handed to
+// it by a release in another process (the first 8) or free once the
+// holder's lease lapsed (the last 2: no release wakes the park, which
+// sleeps out its second, its waiter gone), keeps no row per key in the
+// park table while it lives.
 func TestMySQLParkRowsGoWithTheirWakes(t *testing.T) {
 	ctx := t.Context()
 	ls := processes(t, 2)
@@ -415,15 +417,24 @@ func TestMySQLParkRowsGoWithTheirWakes(t *testing.T) {
 	db := driverOf(b)
 	prefix := "park-rows-" + rand.Text() + "/"
 	for i := range 10 {
-		key := prefix + strconv.Itoa(i)
-		held, err := a.Lock(ctx, key)
+		key, lapses := prefix+strconv.Itoa(i), i >= 8
+		held, err := a.Lock(ctx, key, locker.WithTTL(time.Second), locker.WithKeepAlive(!lapses))
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := lockAsync(ctx, t, b, key)
+		got := make(chan locker.Lease, 1)
+		go func() {
+			lease, err := b.Lock(ctx, key, locker.WithTTL(time.Second)) // its park sleeps a second at most
+			if err != nil {
+				t.Error(err)
+			}
+			got <- lease
+		}()
 		waitFor(t, "b parks", func() bool { return db.gates.parked(t, key) })
-		if err := held.Unlock(ctx); err != nil {
-			t.Fatal(err)
+		if !lapses {
+			if err := held.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
 		lease := <-got
 		if lease == nil {
@@ -433,11 +444,16 @@ func TestMySQLParkRowsGoWithTheirWakes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	waitFor(t, "b's gates end", func() bool {
+		db.gates.mu.Lock()
+		defer db.gates.mu.Unlock()
+		return len(db.gates.keys) == 0
+	})
 	var n int
 	if err := db.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM locker_locks_park WHERE proc = ? AND LEFT(`key`, LENGTH(?)) = ?", db.gates.proc, prefix, prefix).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {
-		t.Errorf("%d park rows left for 10 keys, each woken by its release", n)
+		t.Errorf("%d park rows left for 10 keys, their gates ended", n)
 	}
 }
