@@ -83,12 +83,13 @@ func TestMySQLWakesWaitersOfOtherProcesses(t *testing.T) {
 	})
 }
 
-// lockAsync locks key on l in the background; its lease arrives on the
-// channel (nil if Lock failed, as t is told).
-func lockAsync(ctx context.Context, t *testing.T, l locker.Locker, key string) <-chan locker.Lease {
+// lockAsync locks key on l in the background, with a TTL of 10 s unless
+// opts say otherwise; its lease arrives on the channel (nil if Lock
+// failed, as t is told).
+func lockAsync(ctx context.Context, t *testing.T, l locker.Locker, key string, opts ...locker.Option) <-chan locker.Lease {
 	got := make(chan locker.Lease, 1)
 	go func() {
-		lease, err := l.Lock(ctx, key, locker.WithTTL(10*time.Second))
+		lease, err := l.Lock(ctx, key, append([]locker.Option{locker.WithTTL(10 * time.Second)}, opts...)...)
 		if err != nil {
 			t.Errorf("Lock %q: %v", key, err)
 		}

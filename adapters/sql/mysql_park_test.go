@@ -343,14 +343,7 @@ func TestMySQLReleaseInterruptsOnlyAPark(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := make(chan locker.Lease, 1)
-			go func() {
-				lease, err := b.Lock(ctx, key, locker.WithTTL(2*time.Second)) // its park sleeps 2 s at most
-				if err != nil {
-					t.Error(err)
-				}
-				got <- lease
-			}()
+			got := lockAsync(ctx, t, b, key, locker.WithTTL(2*time.Second)) // its park sleeps 2 s at most
 			waitFor(t, "b parks", func() bool { return db.gates.parked(t, key) })
 			db.gates.mu.Lock()
 			park := db.gates.keys[key].conn
@@ -422,14 +415,7 @@ func TestMySQLParkRowsGoWithTheirWakes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan locker.Lease, 1)
-		go func() {
-			lease, err := b.Lock(ctx, key, locker.WithTTL(time.Second)) // its park sleeps a second at most
-			if err != nil {
-				t.Error(err)
-			}
-			got <- lease
-		}()
+		got := lockAsync(ctx, t, b, key, locker.WithTTL(time.Second)) // its park sleeps a second at most
 		waitFor(t, "b parks", func() bool { return db.gates.parked(t, key) })
 		if !lapses {
 			if err := held.Unlock(ctx); err != nil {
