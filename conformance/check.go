@@ -49,6 +49,7 @@ func Checks() []Check {
 		check("OpaqueKeys", checkOpaqueKeys),
 		check("ExpiryWithoutKeepAlive", checkExpiryWithoutKeepAlive),
 		check("ExpiryAfterCrash", checkExpiryAfterCrash),
+		check("NoGrantBeforeDeadline", checkNoGrantBeforeDeadline),
 		check("DoneByDeadlineWhileHung", checkDoneByDeadlineWhileHung),
 		check("FaultsUnderContention", checkFaultsUnderContention),
 		check("OwnerOnlyRelease", checkOwnerOnlyRelease),

@@ -15,7 +15,11 @@ import (
 //	             and, while it has Limited holders (c4 > 0), "n" -> their
 //	             Limit (read only then: a key whose last one left forgets it)
 //	exp:<key>    sorted set "<mode>:<owner>" by when that holder lapses
-//	             (ms, server clock), for holders other than X
+//	             (ms, server clock), for holders other than X: once the
+//	             clock has passed it, as a key's PX lapses. The clock
+//	             counts whole ms, rounded down, so the score may be reached
+//	             up to 1 ms before the TTL has run from the grant, and from
+//	             its call's start (the lease's Deadline); passed, it has.
 //	queue:<key>  sorted set of waiting Lock calls' tokens, by arrival
 //	qexp:<key>   hash token -> when that waiter's place lapses; and, for
 //	             an exclusive or shared waiter, "i"..token -> "<ttl ms>
@@ -61,10 +65,10 @@ local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
--- evict drops the holders that lapsed by now; true if there were any.
--- The last Limited holder takes the key's n with it.
+-- evict drops the holders that lapsed by now (see exp); true if there
+-- were any. The last Limited holder takes the key's n with it.
 local function evict(lock, exp, now)
-  local lapsed = redis.call('ZRANGEBYSCORE', exp, '-inf', now)
+  local lapsed = redis.call('ZRANGEBYSCORE', exp, '-inf', '(' .. now)
   for _, m in ipairs(lapsed) do
     if redis.call('HDEL', lock, 'h' .. m) == 1 then
       local o = string.sub(m, 1, 1)
@@ -371,7 +375,7 @@ local function alone(lock, exp, owner, m, id, clock)
   if not f[1] or string.match(f[1], '^%d+:(.*)$') ~= id then return false end
   local n = 0
   for o = 2, 6 do n = n + tonumber(f[o] or '0') end
-  return n == 1 and ((m ~= 1 and m ~= 4) or tonumber(redis.call('ZSCORE', exp, m .. ':' .. owner) or '0') > clock())
+  return n == 1 and ((m ~= 1 and m ~= 4) or tonumber(redis.call('ZSCORE', exp, m .. ':' .. owner) or '0') >= clock())
 end
 -- drop removes hold id from owner's holder in mode m; the last one removes
 -- the holder (and the keys, with the last holder; the key's n with the
@@ -450,7 +454,7 @@ if redis.call('EXISTS', KEYS[1], KEYS[3]) > 0 then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   if f[2] or f[3] or f[4] or f[9] then -- other modes' holders lapse by exp: evict those that did
-    local lapsed = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
+    local lapsed = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. now)
     for _, m in ipairs(lapsed) do
       if redis.call('HDEL', KEYS[1], 'h' .. m) == 1 then
         local c = string.sub(m, 1, 1)
@@ -673,7 +677,7 @@ local function refresh(lock, exp, owner, mode, ttl, id, clock)
   if not rec or not has(string.match(rec, '^%d+:(.*)$'), id) then return 0 end
   if mode ~= '0' then
     local now = clock()
-    if tonumber(redis.call('ZSCORE', exp, member) or '0') <= now then return 0 end
+    if tonumber(redis.call('ZSCORE', exp, member) or '0') < now then return 0 end
     redis.call('ZADD', exp, 'GT', now + ttl, member)
   end
   if redis.call('PTTL', lock) < ttl then

@@ -45,7 +45,28 @@ func callOf(r *driver.Request) *call {
 
 // Acquire runs the acquire statement once, retrying transient errors; the
 // call's ID names its hold, so a retry after a lost reply finds it there.
-func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (g driver.Grant, err error) {
+// A grant is valid for the TTL less the database clock's tick (valid).
+func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (driver.Grant, error) {
+	g, err := d.acquire(ctx, r)
+	if g.Hold != nil && g.Validity == 0 {
+		g.Validity = d.valid(r.TTL)
+	}
+	return g, err
+}
+
+// valid is how long a hold's record in the database outlives, at least,
+// any moment before its statement ran, for a TTL: its expiry is the
+// database clock at that statement, which counts whole ticks, plus the
+// TTL, so up to a tick less than the TTL from the statement's moment.
+// Counted from the call's start (or a waiter's attempt that found it
+// waiting, for a hand-off), a lease then never outlives its record, so
+// that nobody is granted the key while its holder still counts it its
+// own.
+func (d *sqlDriver) valid(ttl time.Duration) time.Duration {
+	return ttl - d.tick
+}
+
+func (d *sqlDriver) acquire(ctx context.Context, r *driver.Request) (g driver.Grant, err error) {
 	if r.Space == driver.Subtree && d.openTree != nil { // to the tree driver
 		t, err := d.treeDriver(ctx)
 		if err != nil {
@@ -290,7 +311,7 @@ func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 		h.d.notify(h.key) // the row is not ours: no release of ours will wake the waiters
 		return 0, locker.ErrNotHeld
 	}
-	return h.ttl, nil
+	return h.d.valid(h.ttl), nil
 }
 
 func (h *hold) Release(ctx context.Context) error {

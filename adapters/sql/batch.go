@@ -49,6 +49,11 @@ func (d *sqlDriver) AcquireBatch(ctx context.Context, rs []*driver.Request) ([]d
 	if err != nil {
 		return nil, err
 	}
+	for i := range gs {
+		if gs[i].Hold != nil {
+			gs[i].Validity = t.valid(rs[i].TTL)
+		}
+	}
 	return gs, nil
 }
 

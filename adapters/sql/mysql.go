@@ -53,6 +53,7 @@ func myDialect(table string) *dialect {
 			return myModeColumns(ctx, tx, table, fill)
 		},
 		classify: myClassify,
+		tick:     time.Millisecond, // myNow
 		setup: func(ctx context.Context, d *sqlDriver) error {
 			m.multi = multiStatements(ctx, d.db)
 			myModeProcs(ctx, d, fill)

@@ -52,6 +52,7 @@ func pgDialect(table string) *dialect {
 			return err
 		},
 		classify:    pgClassify,
+		tick:        time.Microsecond, // clock_timestamp()
 		noLane:      pgNoLane,
 		setup:       pgSetup,
 		acquireOnce: runAcquire,

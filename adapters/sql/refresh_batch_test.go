@@ -143,8 +143,8 @@ func TestRefreshBatchDirect(t *testing.T) {
 				t.Fatalf("RefreshBatch = %d outcomes, %v; want %d", len(out), err, len(hs))
 			}
 			for i, want := range []error{nil, nil, locker.ErrNotHeld, locker.ErrNotHeld, nil, nil, nil, driver.ErrSkip, driver.ErrSkip} {
-				if !errors.Is(out[i].Err, want) || want == nil && out[i].Valid != hs[i].(*hold).ttl {
-					t.Errorf("hold %d: %+v, want error %v (valid: its TTL)", i, out[i], want)
+				if !errors.Is(out[i].Err, want) || want == nil && out[i].Valid != c.d.valid(hs[i].(*hold).ttl) {
+					t.Errorf("hold %d: %+v, want error %v (valid: its TTL less the clock's tick)", i, out[i], want)
 				}
 			}
 			if want := []int{5, 1}; fmt.Sprint(*sizes) != fmt.Sprint(want) { // a-e, then e's second
@@ -181,7 +181,7 @@ func TestRefreshBatchNeverShortens(t *testing.T) {
 			c.force("b")
 			before := c.expires(driver.Plain, "a")
 			out, err := c.d.RefreshBatch(context.Background(), []driver.Hold{withTTL(a, time.Second), b})
-			if err != nil || out[0].Err != nil || out[0].Valid != time.Second || !errors.Is(out[1].Err, locker.ErrNotHeld) {
+			if err != nil || out[0].Err != nil || out[0].Valid != c.d.valid(time.Second) || !errors.Is(out[1].Err, locker.ErrNotHeld) {
 				t.Fatalf("RefreshBatch = %+v, %v; want a renewed for 1s, b ErrNotHeld", out, err)
 			}
 			if after := c.expires(driver.Plain, "a"); !after.Equal(before) {

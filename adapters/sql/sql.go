@@ -43,6 +43,11 @@ type dialect struct {
 	// key, where the database queues waiters that also poll (MySQL): a
 	// waiter behind another of this process's does no more.
 	placeOnce func(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error)
+	// tick is the step of the database's clock ({now}): a hold's record
+	// lapses at the step at or below its grant's moment plus the TTL, so
+	// up to a tick before the TTL has run from the call's start (see
+	// valid).
+	tick time.Duration
 	// noLane reports an error of the fast lane's that means it is not to
 	// be had (a routine missing, or not this user's to run).
 	noLane func(err error) bool
