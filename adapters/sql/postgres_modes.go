@@ -114,7 +114,7 @@ END $fn$;`
 	// release's statement waited was not woken, and waited seconds for its
 	// fallback.)
 	pgExclusiveFuncs = `;
-CREATE OR REPLACE FUNCTION "{tn}_xrelease_v5"(k text, o text, f bigint, id text)
+CREATE OR REPLACE FUNCTION "{tn}_xrelease_v6"(k text, o text, f bigint, id text)
 RETURNS TABLE (r_deleted bigint, r_decremented bigint, r_granted text, r_exists boolean) LANGUAGE plpgsql AS $fn$
 DECLARE
 	dd bigint;
@@ -125,7 +125,11 @@ BEGIN
 	DELETE FROM {t} WHERE "key" = k AND owner = o AND (f = 0 OR fence = f) AND ids = ' ' || id || ' ';
 	GET DIAGNOSTICS dd = ROW_COUNT;
 	IF dd > 0 THEN
-		g := "{tn}_handoff_v4"(k);
+		-- Places are taken under the key's lock, which this holds: with
+		-- none, the hand-off would grant and wake nobody.
+		IF EXISTS (SELECT 1 FROM {q} WHERE "key" = k) THEN
+			g := "{tn}_handoff_v4"(k);
+		END IF;
 	ELSE
 		UPDATE {t} SET holds = holds - 1, ids = replace(ids, ' ' || id || ' ', ' ')
 			WHERE "key" = k AND owner = o AND (f = 0 OR fence = f) AND strpos(ids, ' ' || id || ' ') > 0;
