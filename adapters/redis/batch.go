@@ -60,7 +60,7 @@ func (d *redisDriver) AcquireBatch(ctx context.Context, rs []*driver.Request) ([
 		return gs, nil
 	}
 	for i, r := range rs {
-		gs[i] = driver.Grant{Fence: uint64(res[i+1]), Hold: d.hold(r, calls[i], ttl)}
+		gs[i] = driver.Grant{Fence: uint64(res[i+1]), Hold: d.hold(r, calls[i], ttl), Validity: validity(r, ttl)}
 	}
 	return gs, nil
 }

@@ -248,7 +248,7 @@ func (d *redisDriver) Acquire(ctx context.Context, r *driver.Request) (driver.Gr
 	if fence, ok := d.sub.handed(d.place(r)); ok && !st.sent.IsZero() {
 		// A release handed us the key: held since before our last call,
 		// which queued us, at the latest (see releaseScript).
-		return driver.Grant{Fence: fence, Hold: d.hold(r, call, ttl), Start: st.sent}, nil
+		return driver.Grant{Fence: fence, Hold: d.hold(r, call, ttl), Start: st.sent, Validity: validity(r, ttl)}, nil
 	}
 	st.sent = time.Now()
 	keys := append(d.keys(r.Space, r.Key), d.fenceKey(r.Space, r.Key))
@@ -274,7 +274,14 @@ func (d *redisDriver) Acquire(ctx context.Context, r *driver.Request) (driver.Gr
 		return driver.Grant{Retry: retry}, nil
 	}
 	d.sub.handed(d.place(r)) // a hand-off the script found first
-	return driver.Grant{Fence: uint64(res[1]), Hold: d.hold(r, call, ttl)}, nil
+	return driver.Grant{Fence: uint64(res[1]), Hold: d.hold(r, call, ttl), Validity: validity(r, ttl)}, nil
+}
+
+// validity is a grant's, for r's TTL sent as ttl ms: the TTL in whole
+// milliseconds, as the scripts keep it (at least one), no longer than the
+// TTL.
+func validity(r *driver.Request, ttl int64) time.Duration {
+	return min(r.TTL, time.Duration(ttl)*time.Millisecond)
 }
 
 // callState is a call's own, between its attempts: when it last sent

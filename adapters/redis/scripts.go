@@ -760,7 +760,7 @@ for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
   if string.sub(f, 1, 1) == 'h' and (m == '0' or m == '1' or m == '4') then
     local left = redis.call('PTTL', KEYS[1])
     if m ~= '0' then left = tonumber(redis.call('ZSCORE', KEYS[2], string.sub(f, 2)) or '0') - now end
-    if left > 0 then
+    if left >= 0 then -- lapsed once the clock has passed it (see exp)
       local fence, held = string.match(redis.call('HGET', KEYS[1], f), '^(%d+):(.*)$')
       local holds = 0
       for _ in string.gmatch(held, '%S+') do holds = holds + 1 end

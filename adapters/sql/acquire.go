@@ -57,13 +57,15 @@ func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (driver.Gran
 // valid is how long a hold's record in the database outlives, at least,
 // any moment before its statement ran, for a TTL: its expiry is the
 // database clock at that statement, which counts whole ticks, plus the
-// TTL, so up to a tick less than the TTL from the statement's moment.
-// Counted from the call's start (or a waiter's attempt that found it
-// waiting, for a hand-off), a lease then never outlives its record, so
-// that nobody is granted the key while its holder still counts it its
-// own.
+// TTL in whole milliseconds, as the statements send it; so up to a tick
+// less than that from the statement's moment. Counted from the call's
+// start (or a waiter's attempt that found it waiting, for a hand-off), a
+// lease then never outlives its record, so that nobody is granted the key
+// while its holder still counts it its own. A TTL no longer than that
+// leaves a validity of a nanosecond, a grant dead on arrival, which the
+// Locker answers with ErrInvalidTTL.
 func (d *sqlDriver) valid(ttl time.Duration) time.Duration {
-	return ttl - d.tick
+	return max(ttl.Truncate(time.Millisecond)-d.tick, time.Nanosecond)
 }
 
 func (d *sqlDriver) acquire(ctx context.Context, r *driver.Request) (g driver.Grant, err error) {

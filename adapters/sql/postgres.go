@@ -20,11 +20,16 @@ import (
 	"github.com/locker-go/locker/internal/wait"
 )
 
+// pgLeft is {left} on PostgreSQL, a row's time left in ms, rounded up: a
+// row with a fraction of a millisecond left is live, where the modal path
+// takes 0 as lapsed.
+const pgLeft = `ceil(extract(epoch FROM expires_at - {now}) * 1000)::bigint`
+
 // pgDialect is the lock table on PostgreSQL.
 func pgDialect(table string) *dialect {
 	fill := filler(table, "{q}", `"{tn}_queue"`, "{now}", "clock_timestamp()", "{ms}", "::float8 * interval '1 millisecond'",
 		"{pos}", "strpos", "{int}", "::int", "{max}", "GREATEST", "{id}", `(' ' || $4::text || ' ')`, "{next}", pgNext,
-		"{admits}", admitsSQL("e.mode"), "{admits:x}", admitsSQL("x.mode"), "{admits:w}", admitsSQL("w.mode"), "{k}", `"key"`, "{h}", `"{tn}_hold"`, "{left}", `(extract(epoch FROM expires_at - {now}) * 1000)::bigint`,
+		"{admits}", admitsSQL("e.mode"), "{admits:x}", admitsSQL("x.mode"), "{admits:w}", admitsSQL("w.mode"), "{k}", `"key"`, "{h}", `"{tn}_hold"`, "{left}", pgLeft,
 		"{abs}", `(extract(epoch FROM expires_at) * 1000)::bigint`, "{prefix}", `left("key", char_length($1)) = $1`)
 	mq := newModeQueries(fill, false, `SELECT pg_advisory_xact_lock(hashtext('{tn}'), hashtext($1::text))`,
 		`SELECT nextval('"{tn}_fence"')`, "", `SELECT pg_notify('{tn}', w) FROM unnest(string_to_array($1, ' ')) w`,
