@@ -337,14 +337,33 @@ func (h *hold) Release(ctx context.Context) error {
 	return nil
 }
 
-// Expire deletes the expired row, so an expired lock leaves none behind.
+// expireAgain is how long after its first look Expire looks again for
+// a row still live: the time its grant's statement took after the call
+// began, which the lease's Deadline does not count.
+const expireAgain = 5 * time.Millisecond
+
+// Expire deletes the expired row, so an expired lock leaves none behind,
+// and wakes the waiters. The row lapses by the database's clock up to a
+// tick after the lease's Deadline (valid), and later by the time its grant
+// took: Expire looks then, and once more a little later.
 func (h *hold) Expire(ctx context.Context) {
-	var deleted bool
-	if h.d.retry(ctx, func(ctx context.Context) (err error) {
-		deleted, err = h.expireOnce()(ctx, h)
-		return err
-	}, nil) == nil && deleted {
-		h.d.notify(h.key)
+	for _, wait := range []time.Duration{h.d.tick, expireAgain} {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return
+		}
+		var deleted bool
+		if err := h.d.retry(ctx, func(ctx context.Context) (err error) {
+			deleted, err = h.expireOnce()(ctx, h)
+			return err
+		}, nil); err != nil {
+			return
+		}
+		if deleted {
+			h.d.notify(h.key)
+			return
+		}
 	}
 }
 

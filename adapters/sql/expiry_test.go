@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	dbsql "database/sql"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -123,5 +124,40 @@ func TestPostgresTimeLeftRoundsUp(t *testing.T) {
 		if got != c.want {
 			t.Errorf("%s left reads %d ms, want %d", c.left, got, c.want)
 		}
+	}
+}
+
+// A lease left to lapse leaves no row behind, although its row lapses by
+// the database's clock a little after the Deadline, when the Locker tells
+// the driver (Expire): Expire waits that out, where it used to find the
+// row live and leave it until the key was taken again (on Postgres
+// nearly always, whose clock has no millisecond to round down).
+func TestExpiredLeaseLeavesNoRow(t *testing.T) {
+	for name, l := range dialects(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			q := "SELECT count(*) FROM locker_locks WHERE `key` = ?"
+			if name == "postgres" {
+				q = `SELECT count(*) FROM locker_locks WHERE "key" = $1`
+			} else if name == "sqlite" {
+				q = `SELECT count(*) FROM locker_locks WHERE "key" = ?`
+			}
+			for i := range 3 {
+				key := "expired/" + rand.Text()
+				lease, err := l.Lock(ctx, key, locker.WithTTL(200*time.Millisecond), locker.WithKeepAlive(false))
+				if err != nil {
+					t.Fatal(err)
+				}
+				<-lease.Done()
+				waitFor(t, fmt.Sprintf("lease %d's row gone", i), func() bool {
+					var n int
+					if err := l.db.QueryRowContext(ctx, q, key).Scan(&n); err != nil {
+						t.Fatal(err)
+					}
+					return n == 0
+				})
+			}
+		})
 	}
 }
