@@ -337,17 +337,20 @@ func (h *hold) Release(ctx context.Context) error {
 	return nil
 }
 
-// expireAgain is how long after its first look Expire looks again for
-// a row still live: the time its grant's statement took after the call
-// began, which the lease's Deadline does not count.
-const expireAgain = 5 * time.Millisecond
+// expireWaitMax is the longest Expire waits for a row to lapse. A row
+// that lives longer than that past the Deadline lives for a reason (the
+// owner's other leases on it keep it), and a Close waits for Expire.
+const expireWaitMax = 100 * time.Millisecond
 
 // Expire deletes the expired row, so an expired lock leaves none behind,
-// and wakes the waiters. The row lapses by the database's clock up to a
-// tick after the lease's Deadline (valid), and later by the time its grant
-// took: Expire looks then, and once more a little later.
+// and wakes the waiters. The row lapses by the database's clock after the
+// lease's Deadline: up to a tick (valid), and later by the time its grant's
+// statement took after the call began. Expire looks a tick after the
+// Deadline and, while the row is there still, when the row says it lapses
+// (three looks at most).
 func (h *hold) Expire(ctx context.Context) {
-	for _, wait := range []time.Duration{h.d.tick, expireAgain} {
+	wait := h.d.tick
+	for range 3 {
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
@@ -364,7 +367,27 @@ func (h *hold) Expire(ctx context.Context) {
 			h.d.notify(h.key)
 			return
 		}
+		if wait = h.left(ctx) + time.Millisecond; wait > expireWaitMax { // Status counts whole ms
+			return
+		}
 	}
+}
+
+// left is how long h's row says it lives yet: 0 if it is not there (gone,
+// or lapsed since Expire looked), or on an error.
+func (h *hold) left(ctx context.Context) time.Duration {
+	infos, err := h.d.infos(ctx, driver.Plain, h.d.q.status, h.d.mq.infoSharedByKey, h.key)
+	if err != nil {
+		return 0
+	}
+	for _, in := range infos {
+		for _, x := range in.Holders {
+			if x.Owner == h.owner && x.Fence == h.fence {
+				return max(time.Until(x.Expires), 0)
+			}
+		}
+	}
+	return 0
 }
 
 // place records r's place in the database's queue (seq, in the queue's
