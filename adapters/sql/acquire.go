@@ -45,7 +45,8 @@ func callOf(r *driver.Request) *call {
 
 // Acquire runs the acquire statement once, retrying transient errors; the
 // call's ID names its hold, so a retry after a lost reply finds it there.
-// A grant is valid for the TTL less the database clock's tick (valid).
+// A grant is valid for the TTL in whole milliseconds less the database
+// clock's tick (valid).
 func (d *sqlDriver) Acquire(ctx context.Context, r *driver.Request) (driver.Grant, error) {
 	g, err := d.acquire(ctx, r)
 	if g.Hold != nil && g.Validity == 0 {
