@@ -138,11 +138,9 @@ func TestExpiredLeaseLeavesNoRow(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
-			q := "SELECT count(*) FROM locker_locks WHERE `key` = ?"
+			q := "SELECT count(*) FROM locker_locks WHERE `key` = ?" // MySQL's quotes, which SQLite takes too
 			if name == "postgres" {
 				q = `SELECT count(*) FROM locker_locks WHERE "key" = $1`
-			} else if name == "sqlite" {
-				q = `SELECT count(*) FROM locker_locks WHERE "key" = ?`
 			}
 			for i := range 3 {
 				key := "expired/" + rand.Text()
