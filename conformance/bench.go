@@ -21,7 +21,9 @@ import (
 //   - Contended: 8 clients contend on one key, each holding it 1 ms; it
 //     reports ops/s, the p50/p99 wait for the lock, in ms, the mean number
 //     of holders while any held the key and the share of the run when none
-//     did (the hand-offs' cost), and with
+//     did (the hand-offs' cost), the median hold (a grant to its Unlock
+//     call: the 1 ms as slept beside the lock's own work) and hand-off (a
+//     hold's end to the next grant), whose sum is a hand-off's period, and with
 //     h.RoundTrip the ceiling: 1 / (the hold as this machine sleeps it + one
 //     round trip), the most a hand-off in a single message could give, and
 //     ops/s as a percentage of it. ReadMix is the same with nine
@@ -37,8 +39,10 @@ func Bench(b *testing.B, h Harness) {
 	b.Run("LockAll10", func(b *testing.B) { benchUncontended(b, h, lockTen(true)) })
 	b.Run("Lock10", func(b *testing.B) { benchUncontended(b, h, lockTen(false)) })
 	b.Run("Contended", func(b *testing.B) {
-		ops := benchContended(b, h, 8, time.Millisecond, contendOne)
-		reportCeiling(b, h, time.Millisecond, ops)
+		res := benchContended(b, h, 8, time.Millisecond, contendOne)
+		b.ReportMetric(float64(res.Hold(0.50).Microseconds())/1000, "hold-p50-ms")
+		b.ReportMetric(float64(res.HandOff(0.50).Microseconds())/1000, "handoff-p50-ms")
+		reportCeiling(b, h, time.Millisecond, res.OpsPerSec())
 	})
 	b.Run("ReadMix", func(b *testing.B) { _ = benchContended(b, h, 8, time.Millisecond, ReadMix) })
 	b.Run("Readers", func(b *testing.B) { _ = benchContended(b, h, 8, time.Millisecond, Readers) })
@@ -145,8 +149,8 @@ func contendOne(ctx context.Context, lockers []locker.Locker, key string, ops in
 	return ContendKeys(ctx, lockers, key, 1, ops, hold, progress)
 }
 
-// benchContended runs contend and reports its figures; it returns ops/s.
-func benchContended(b *testing.B, h Harness, workers int, hold time.Duration, contend contendFunc) float64 {
+// benchContended runs contend and reports its figures; it returns them.
+func benchContended(b *testing.B, h Harness, workers int, hold time.Duration, contend contendFunc) Contention {
 	lockers := make([]locker.Locker, workers)
 	for i := range lockers {
 		lockers[i] = benchClient(b, h)
@@ -163,7 +167,7 @@ func benchContended(b *testing.B, h Harness, workers int, hold time.Duration, co
 	b.ReportMetric(res.Fairness(), "fairness")
 	b.ReportMetric(res.Holders(), "holders")
 	b.ReportMetric(100*res.Idle(), "idle-pct")
-	return res.OpsPerSec()
+	return res
 }
 
 // reportCeiling reports the contended benchmark's ceiling, 1 / (hold as

@@ -69,6 +69,33 @@ func (c Contention) Idle() float64 {
 	return max(0, 1-busy.Seconds()/c.Elapsed.Seconds())
 }
 
+// Hold returns the q-quantile (0..1) of the holds, each from its grant to
+// its Unlock call: the hold the workload asked for, as long as the
+// machine took to sleep it beside the lock's own work.
+func (c Contention) Hold(q float64) time.Duration {
+	ds := make([]time.Duration, len(c.spans))
+	for i, s := range c.spans {
+		ds[i] = s.to.Sub(s.from)
+	}
+	slices.Sort(ds)
+	return Quantile(ds, q)
+}
+
+// HandOff returns the q-quantile (0..1) of the hand-offs of a run on one
+// exclusive key: from a hold's end (its Unlock call) to the next grant.
+// Hold and HandOff split a hand-off's period into the part spent holding
+// and the part with nobody holding; over several keys, or with readers
+// that hold together, the holds overlap and HandOff means nothing.
+func (c Contention) HandOff(q float64) time.Duration {
+	spans := slices.SortedFunc(slices.Values(c.spans), func(a, b span) int { return a.from.Compare(b.from) })
+	var ds []time.Duration
+	for i := 1; i < len(spans); i++ {
+		ds = append(ds, max(spans[i].from.Sub(spans[i-1].to), 0))
+	}
+	slices.Sort(ds)
+	return Quantile(ds, q)
+}
+
 // sweep returns the time in which any worker held a key (busy), and the
 // sum of every hold (area).
 func (c Contention) sweep() (busy, area time.Duration) {

@@ -60,3 +60,22 @@ func TestHoldersAndIdle(t *testing.T) {
 		t.Error("a run with no holds: Holders or Idle not 0")
 	}
 }
+
+// Hold and HandOff split the run on one key: three holds of 1, 3 and 2
+// ms, handed on after 2 and 1 ms.
+func TestHoldAndHandOff(t *testing.T) {
+	at := func(ms int) time.Time { return time.UnixMilli(int64(ms)) }
+	c := Contention{spans: []span{{at(3), at(6)}, {at(0), at(1)}, {at(7), at(9)}}} // in the order Unlocks finished
+	if got := c.Hold(0.5); got != 2*time.Millisecond {
+		t.Errorf("Hold(0.5) = %v, want 2ms", got)
+	}
+	if got := c.HandOff(1); got != 2*time.Millisecond {
+		t.Errorf("HandOff(1) = %v, want 2ms (from 1 ms to 3 ms)", got)
+	}
+	if got := c.HandOff(0); got != time.Millisecond {
+		t.Errorf("HandOff(0) = %v, want 1ms (from 6 ms to 7 ms)", got)
+	}
+	if (Contention{}).Hold(0.5) != 0 || (Contention{}).HandOff(0.5) != 0 {
+		t.Error("a run with no holds: Hold or HandOff not 0")
+	}
+}

@@ -87,7 +87,9 @@ func BenchmarkRedis(b *testing.B) {
 
 // BenchmarkRedlock compares our Redlock adapter with redsync's Mutex
 // (default retry) on the same five masters, and with the least a FIFO
-// hand-off through a quorum of them costs (redlock-floor). Round trip:
+// hand-off through a quorum of them costs (redlock-floor), and that with
+// each waiter's round that joins the key's queue on the masters
+// (redlock-queued-floor). Round trip:
 // PING to the first master, as the adapter's conformance benchmark
 // measures it.
 func BenchmarkRedlock(b *testing.B) {
@@ -98,7 +100,8 @@ func BenchmarkRedlock(b *testing.B) {
 	compare(b, func(ctx context.Context) error { return c.Ping(ctx).Err() },
 		ours(u.String()),
 		subject{"redsync", func(tb testing.TB) locker.Locker { return redsyncClient(tb, addrs) }},
-		subject{"redlock-floor", func(tb testing.TB) locker.Locker { return redlockFloorClient(tb, addrs) }},
+		subject{"redlock-floor", func(tb testing.TB) locker.Locker { return redlockFloorClient(tb, addrs, false) }},
+		subject{"redlock-queued-floor", func(tb testing.TB) locker.Locker { return redlockFloorClient(tb, addrs, true) }},
 	)
 }
 

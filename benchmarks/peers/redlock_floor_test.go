@@ -17,20 +17,31 @@ import (
 )
 
 // redlockGrant is the floor's release on one master: it writes the grant
-// (the next waiter's, with the TTL) and publishes it to that waiter.
-var redlockGrant = goredis.NewScript(`
+// (the next waiter's, with the TTL) and publishes it to that waiter; the
+// queued floor's also takes that waiter off the key's queue (KEYS[2]).
+// redlockQueue is the queued floor's waiter joining that queue.
+var (
+	redlockGrant = goredis.NewScript(`
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+if KEYS[2] then redis.call('ZREM', KEYS[2], ARGV[4]) end
 redis.call('PUBLISH', ARGV[1], ARGV[2])
 return 1`)
+	redlockQueue = goredis.NewScript(`
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1`)
+)
 
 // redlockFloorClient is the least a FIFO hand-off through Redlock costs:
 // the key's queue in the benchmark process (floorQueue), a release is one
 // round, a script on every master at once that writes the grant and
 // publishes it to the next waiter, returning once a quorum answered; the
 // waiter, subscribed on every master, holds the key once a quorum of the
-// grant's copies came. Ours takes a round more on that path: the waiter's
-// own attempt, after a quorum of the release's copies woke it.
-func redlockFloorClient(tb testing.TB, addrs []string) locker.Locker {
+// grant's copies came. queued, each waiter also joins the key's queue on
+// the masters, in one round at a quorum, as a waiter in another process
+// must (ours: its refused attempt), and the release takes it off there:
+// a FIFO Redlock's two rounds a hand-off, with nothing else on them.
+func redlockFloorClient(tb testing.TB, addrs []string, queued bool) locker.Locker {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	id, quorum := fmt.Sprint(rand.Uint64()), len(addrs)/2+1
@@ -77,28 +88,43 @@ func redlockFloorClient(tb testing.TB, addrs []string) locker.Locker {
 		}
 	})
 	var grants atomic.Uint64
+	queue := prefix + "redlock-floor:q" // written, never read: its cost is the point
+	// round runs script on every master at once, returning once a quorum
+	// ran it (the late ones' replies land in the buffer).
+	round := func(ctx context.Context, script *goredis.Script, keys []string, args ...any) error {
+		replies := make(chan error, len(clients))
+		for _, c := range clients {
+			go func() { replies <- script.Run(ctx, c, keys, args...).Err() }()
+		}
+		var errs []error
+		for ran := 0; ran < quorum; {
+			if err := <-replies; err != nil {
+				if errs = append(errs, err); len(errs) > len(clients)-quorum {
+					return fmt.Errorf("redlock floor: no quorum: %w", errors.Join(errs...))
+				}
+				continue
+			}
+			ran++
+		}
+		return nil
+	}
 	return floorClient(floorSignal{
-		id:  id,
-		arm: func(context.Context) (func(context.Context) error, error) { return receive(granted), nil },
+		id: id,
+		arm: func(ctx context.Context) (func(context.Context) error, error) {
+			if queued {
+				if err := round(ctx, redlockQueue, []string{queue}, id, time.Now().UnixMicro(), ttl.Milliseconds()); err != nil {
+					return nil, err
+				}
+			}
+			return receive(granted), nil
+		},
 		send: func(ctx context.Context, next string) error {
 			g := id + "." + strconv.FormatUint(grants.Add(1), 10)
-			replies := make(chan error, len(clients)) // the late ones land here
-			for _, c := range clients {
-				go func() {
-					replies <- redlockGrant.Run(ctx, c, []string{channel(next)}, channel(next), g, ttl.Milliseconds()).Err()
-				}()
+			keys := []string{channel(next)}
+			if queued {
+				keys = append(keys, queue)
 			}
-			var errs []error
-			for granted := 0; granted < quorum; {
-				if err := <-replies; err != nil {
-					if errs = append(errs, err); len(errs) > len(clients)-quorum {
-						return fmt.Errorf("redlock floor: no quorum granted: %w", errors.Join(errs...))
-					}
-					continue
-				}
-				granted++
-			}
-			return nil
+			return round(ctx, redlockGrant, keys, channel(next), g, ttl.Milliseconds(), next)
 		},
 	})
 }
