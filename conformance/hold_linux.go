@@ -16,7 +16,7 @@ import (
 // one process, that charged each lock for what its other clients did
 // during the hold, and most a FIFO lock's, whose waiters queue while the
 // key is held (docs/peers.md: holds of 1.6–1.8 ms, where a process
-// beside them slept 1.1).
+// beside them slept 1.1; BenchmarkHold shows it with one reply).
 func holdFor(d time.Duration) {
 	if d <= 0 {
 		return
