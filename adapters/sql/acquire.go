@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/locker-go/locker"
@@ -274,6 +275,24 @@ type hold struct {
 	ttl            time.Duration
 	mode           driver.Mode // not Exclusive: the modal path keeps it
 	waited         bool        // granted after waiting: others may wait behind it (MySQL's release)
+	// wrote is when (unix ns) the row's expiry was last set for this hold
+	// at the latest: its grant or renewal had come back. By then plus the
+	// TTL and a tick, the row has lapsed unless another hold keeps it.
+	wrote atomic.Int64
+}
+
+// written records that h's row's expiry was set for h by now, and
+// returns h.
+func (h *hold) written() *hold {
+	h.wrote.Store(time.Now().UnixNano())
+	return h
+}
+
+// lapsesBy is when h's row has lapsed, by this clock, unless another
+// hold of its owner keeps it: the TTL after h's last write came back, and
+// a tick of the database's clock.
+func (h *hold) lapsesBy() time.Time {
+	return time.Unix(0, h.wrote.Load()).Add(h.ttl + h.d.tick)
 }
 
 // The hold's one-attempt calls: the dialect's for an Exclusive hold, the
@@ -314,6 +333,7 @@ func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 		h.d.notify(h.key) // the row is not ours: no release of ours will wake the waiters
 		return 0, locker.ErrNotHeld
 	}
+	h.written()
 	return h.d.valid(h.ttl), nil
 }
 
@@ -338,57 +358,84 @@ func (h *hold) Release(ctx context.Context) error {
 	return nil
 }
 
-// expireWaitMax is the longest Expire waits for a row to lapse. A row
-// that lives longer than that past the Deadline lives for a reason (the
-// owner's other leases on it keep it), and a Close waits for Expire.
-const expireWaitMax = 100 * time.Millisecond
+// expireRetry is Expire's pause after a look that failed, and
+// expireGrace how long past the row's own expiry it goes on failing
+// before Expire gives up (the row lapses by itself; a Close waits).
+const (
+	expireRetry = 10 * time.Millisecond
+	expireGrace = 100 * time.Millisecond
+)
 
 // Expire deletes the expired row, so an expired lock leaves none behind,
 // and wakes the waiters. The row lapses by the database's clock after the
 // lease's Deadline: up to a tick (valid), and later by the time its grant's
-// statement took after the call began. Expire looks a tick after the
-// Deadline and, while the row is there still, when the row says it lapses
-// (three looks at most).
+// or renewal's statement took after the call began, by lapsesBy at the
+// latest. Expire looks a tick after the Deadline and, while the row is
+// there still, when the row says it lapses (or shortly, after a look that
+// failed), and once more after lapsesBy at the latest: a row that
+// outlives that is kept by its owner's other holds. So under load, when a
+// statement took long, it waits as long as the row lives; and a Close,
+// which waits for it, no longer. (Before, it gave up 100 ms past the
+// Deadline, and missed the row's own time left, which for an Exclusive
+// hold Status reports as the lock's, not in Holders.)
 func (h *hold) Expire(ctx context.Context) {
-	wait := h.d.tick
-	for range 3 {
+	wait, missed := h.d.tick, 0
+	for {
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
 			return
 		}
+		by := h.lapsesBy()
+		late := !time.Now().Before(by) // this look comes after the row's own expiry
 		var deleted bool
-		if err := h.d.retry(ctx, func(ctx context.Context) (err error) {
+		err := h.d.retry(ctx, func(ctx context.Context) (err error) {
 			deleted, err = h.expireOnce()(ctx, h)
 			return err
-		}, nil); err != nil {
-			return
-		}
-		if deleted {
+		}, nil)
+		switch {
+		case err == nil && deleted:
 			h.d.notify(h.key)
 			return
+		case err == nil && late:
+			return // kept by another hold, or gone
+		case err != nil && time.Since(by) > expireGrace:
+			return // the database fails us: the row lapses by itself
 		}
-		if wait = h.left(ctx) + time.Millisecond; wait > expireWaitMax { // Status counts whole ms
-			return
+		left, there, lerr := h.rowLeft(ctx)
+		switch {
+		case err != nil || lerr != nil:
+			wait = expireRetry
+		case !there && missed == 2:
+			return // gone
+		case !there: // lapsed by Status's count (whole ms) before the delete's, or gone
+			wait, missed = time.Millisecond, missed+1
+		default:
+			wait = left + time.Millisecond // Status counts whole ms
 		}
+		wait = min(wait, max(time.Until(by), 0)+time.Millisecond) // a last look past by
 	}
 }
 
-// left is how long h's row says it lives yet: 0 if it is not there (gone,
-// or lapsed since Expire looked), or on an error.
-func (h *hold) left(ctx context.Context) time.Duration {
+// rowLeft is how long h's row says it lives yet, and whether it is there
+// (its owner and fence), as Status reads it.
+func (h *hold) rowLeft(ctx context.Context) (left time.Duration, there bool, err error) {
 	infos, err := h.d.infos(ctx, driver.Plain, h.d.q.status, h.d.mq.infoSharedByKey, h.key)
 	if err != nil {
-		return 0
+		return 0, false, err
 	}
 	for _, in := range infos {
-		for _, x := range in.Holders {
+		hs := in.Holders
+		if in.Mode == driver.Exclusive { // its holder is the info's own
+			hs = []driver.Holder{{Owner: in.Owner, Fence: in.Fence, Expires: in.Expires}}
+		}
+		for _, x := range hs {
 			if x.Owner == h.owner && x.Fence == h.fence {
-				return max(time.Until(x.Expires), 0)
+				return max(time.Until(x.Expires), 0), true, nil
 			}
 		}
 	}
-	return 0
+	return 0, false, nil
 }
 
 // place records r's place in the database's queue (seq, in the queue's

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	dbsql "database/sql"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -159,4 +160,51 @@ func TestExpiredLeaseLeavesNoRow(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A grant whose statement waited long (another process kept the database
+// busy) writes a row that lapses as long after the lease's Deadline as the
+// statement waited, and Expire waits as long: the lapsed lease leaves no
+// row behind all the same. (Expire gave up 100 ms past the Deadline
+// before, leaving the row; the full suite met that on a busy machine.)
+func TestSlowGrantLeavesNoRow(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "slow.db")
+	l, err := Open(ctx, "sqlite://"+filepath.ToSlash(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	other, err := dbsql.Open("sqlite", path) // another process's
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close() })
+	conn, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil { // the database's write lock
+		t.Fatal(err)
+	}
+	const busy = 300 * time.Millisecond // the fault: how long the other keeps it
+	time.AfterFunc(busy, func() { _, _ = conn.ExecContext(context.Background(), "ROLLBACK") })
+	key, t0 := "slow/"+rand.Text(), time.Now()
+	lease, err := l.Lock(ctx, key, locker.WithTTL(time.Second), locker.WithKeepAlive(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(t0); took < busy {
+		t.Fatalf("granted after %v: the statement did not wait for the busy database", took)
+	}
+	<-lease.Done()
+	db := driverOf(l).db
+	waitFor(t, "the lapsed lease's row gone", func() bool {
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM locker_locks WHERE `key` = ?", key).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 0
+	})
 }

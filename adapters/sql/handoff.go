@@ -204,7 +204,7 @@ func (d *sqlDriver) handedOff(r *driver.Request, c *call) (driver.Grant, bool) {
 	}
 	c.mayHold = true       // should the call fail after all (Close came first)
 	d.gates.granted(r.Key) // MySQL: this process holds the key (its gate keeps the name)
-	hd := &hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, fence: g.fence, ttl: r.TTL, mode: r.Mode, waited: true}
+	hd := (&hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, fence: g.fence, ttl: r.TTL, mode: r.Mode, waited: true}).written()
 	if g.start.IsZero() {
 		g.start = c.waited
 	}

@@ -46,7 +46,7 @@ func grantFast(ctx context.Context, d *sqlDriver, r *driver.Request) (g driver.G
 		return driver.Grant{Retry: msDuration(-fence.Int64)}, true, nil
 	}
 	f := uint64(fence.Int64)
-	hd := &hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, fence: f, ttl: r.TTL, mode: r.Mode}
+	hd := (&hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, fence: f, ttl: r.TTL, mode: r.Mode}).written()
 	return driver.Grant{Hold: hd, Fence: f}, true, nil
 }
 

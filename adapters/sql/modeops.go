@@ -183,7 +183,7 @@ func (t txn) grant(ctx context.Context, r *driver.Request, s *modeState, join *h
 		return driver.Grant{}, err
 	}
 	s.limitedGrant = s.limitedGrant || r.Mode == driver.Limited
-	hd := &hold{d: t.d, key: r.Key, owner: r.Owner, id: r.ID, fence: h.fence, ttl: r.TTL, mode: r.Mode}
+	hd := (&hold{d: t.d, key: r.Key, owner: r.Owner, id: r.ID, fence: h.fence, ttl: r.TTL, mode: r.Mode}).written()
 	return driver.Grant{Hold: hd, Fence: h.fence}, nil
 }
 

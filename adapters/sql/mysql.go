@@ -322,7 +322,7 @@ func (m *myStatements) granted(ctx context.Context, d *sqlDriver, r *driver.Requ
 			return driver.Grant{}, err // the hold is taken back (Abandon)
 		}
 	}
-	hd := &hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, fence: fence, ttl: r.TTL, waited: callOf(r).refused}
+	hd := (&hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, fence: fence, ttl: r.TTL, waited: callOf(r).refused}).written()
 	return driver.Grant{Hold: hd, Fence: fence}, nil
 }
 

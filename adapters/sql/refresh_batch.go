@@ -111,6 +111,7 @@ func (d *sqlDriver) refreshPart(ctx context.Context, hs []driver.Hold, part []in
 			h.d.notify(h.key) // the row is not ours: no release of ours will wake the waiters
 			out[i].Err = locker.ErrNotHeld
 		default:
+			h.written()
 			out[i].Valid = h.d.valid(h.ttl)
 		}
 	}

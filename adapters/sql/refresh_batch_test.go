@@ -96,7 +96,9 @@ func (c batchCase) force(key string) {
 }
 
 // withTTL is h, renewed by ttl.
-func withTTL(h *hold, ttl time.Duration) *hold { c := *h; c.ttl = ttl; return &c }
+func withTTL(h *hold, ttl time.Duration) *hold {
+	return &hold{d: h.d, key: h.key, owner: h.owner, id: h.id, fence: h.fence, ttl: ttl, mode: h.mode, waited: h.waited}
+}
 
 // countBatches counts l's batch statements, and the holds of each, until
 // the test ends.

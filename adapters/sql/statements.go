@@ -101,7 +101,7 @@ func runAcquire(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Gr
 	var fence uint64
 	switch err := d.db.QueryRowContext(ctx, q, r.Key, r.Owner, r.TTL.Milliseconds(), r.ID, token).Scan(&fence); {
 	case err == nil:
-		h := &hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, fence: fence, ttl: r.TTL}
+		h := (&hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, fence: fence, ttl: r.TTL}).written()
 		return driver.Grant{Hold: h, Fence: fence}, nil
 	case !errors.Is(err, dbsql.ErrNoRows):
 		return driver.Grant{}, err
