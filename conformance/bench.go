@@ -19,7 +19,7 @@ import (
 //     and a subtree path of depth 1 and 5; LockAll10 takes 10 keys with one
 //     LockAll and Lock10 with 10 Locks, and both unlock them.
 //   - Contended: 8 clients contend on one key, each holding it 1 ms (its
-//     thread blocked that long, as in a blocking call: see holdFor); it
+//     thread blocked that long, as in a blocking call: see HoldFor); it
 //     reports ops/s, the p50/p99 wait for the lock, in ms, the mean number
 //     of holders while any held the key and the share of the run when none
 //     did (the hand-offs' cost), the median hold (a grant to its Unlock
@@ -182,7 +182,7 @@ func reportCeiling(b *testing.B, h Harness, hold time.Duration, ops float64) {
 	slept, rtts := make([]time.Duration, 21), make([]time.Duration, 21)
 	for i := range slept {
 		t0 := time.Now()
-		holdFor(hold)
+		HoldFor(hold)
 		slept[i] = time.Since(t0)
 		t0 = time.Now()
 		if err := h.RoundTrip(ctx); err != nil {

@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 }
 
 // reply listens on loopback, prints its address, and answers each byte
-// its one client sends 500 µs after it came (holdFor: on time).
+// its one client sends 500 µs after it came (HoldFor: on time).
 func reply() int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -31,6 +31,8 @@ func reply() int {
 		return 1
 	}
 	fmt.Println(ln.Addr())
+	// a parent gone before it connected leaves no replier behind
+	_ = ln.(*net.TCPListener).SetDeadline(time.Now().Add(time.Minute))
 	c, err := ln.Accept()
 	if err != nil {
 		return 1
@@ -40,38 +42,38 @@ func reply() int {
 		if _, err := c.Read(buf); err != nil {
 			return 0 // the benchmark is done
 		}
-		holdFor(500 * time.Microsecond)
+		HoldFor(500 * time.Microsecond)
 		if _, err := c.Write(buf); err != nil {
 			return 0
 		}
 	}
 }
 
-// holdFor holds at least as long as asked, and nothing for no time.
+// HoldFor holds at least as long as asked, and nothing for no time.
 func TestHoldFor(t *testing.T) {
 	for _, d := range []time.Duration{2 * time.Millisecond, 300 * time.Microsecond} {
 		t0 := time.Now()
-		holdFor(d)
+		HoldFor(d)
 		if got := time.Since(t0); got < d {
-			t.Errorf("holdFor(%v) returned after %v", d, got)
+			t.Errorf("HoldFor(%v) returned after %v", d, got)
 		}
 	}
-	holdFor(0)
-	holdFor(-time.Second) // returns at once; a hang here fails the test by its timeout
+	HoldFor(0)
+	HoldFor(-time.Second) // returns at once; a hang here fails the test by its timeout
 }
 
 // BenchmarkHold: a 1 ms hold while another goroutine of the process gets
 // a reply from another process half-way through it, as a FIFO lock's
 // waiters do while the key is held. time.Sleep's last part is rounded up
 // to a whole millisecond when that reply wakes the runtime's network
-// poller (golang/go#53824); holdFor, the workloads' hold, blocks its
+// poller (golang/go#53824); HoldFor, the workloads' hold, blocks its
 // thread for the time asked. hold-p50-ms is the median hold.
 func BenchmarkHold(b *testing.B) {
 	c := replier(b)
 	for _, h := range []struct {
 		name string
 		hold func(time.Duration)
-	}{{"time.Sleep", time.Sleep}, {"holdFor", holdFor}} {
+	}{{"time.Sleep", time.Sleep}, {"HoldFor", HoldFor}} {
 		b.Run(h.name, func(b *testing.B) {
 			holds := make([]time.Duration, b.N)
 			buf := make([]byte, 1)
@@ -97,7 +99,7 @@ func BenchmarkHold(b *testing.B) {
 // replier starts this test binary as a replier and connects to it.
 func replier(b *testing.B) net.Conn {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), replierEnv+"=1")
+	cmd.Env, cmd.Stderr = append(os.Environ(), replierEnv+"=1"), os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)

@@ -196,7 +196,7 @@ func contend(ctx context.Context, lockers []locker.Locker, key func(n int64) str
 					return
 				}
 				granted := time.Now()
-				holdFor(hold) // the work under the lock
+				HoldFor(hold) // the work under the lock
 				held := span{granted, time.Now()}
 				if err := lease.Unlock(ctx); err != nil {
 					fail(fmt.Errorf("unlock: %w", err))

@@ -277,7 +277,8 @@ type hold struct {
 	waited         bool        // granted after waiting: others may wait behind it (MySQL's release)
 	// wrote is when (unix ns) the row's expiry was last set for this hold
 	// at the latest: its grant or renewal had come back. By then plus the
-	// TTL and a tick, the row has lapsed unless another hold keeps it.
+	// TTL and a tick, the row has lapsed unless another hold keeps it (or
+	// a renewal whose reply was lost).
 	wrote atomic.Int64
 }
 
@@ -373,13 +374,15 @@ const (
 // latest. Expire looks a tick after the Deadline and, while the row is
 // there still, when the row says it lapses (or shortly, after a look that
 // failed), and once more after lapsesBy at the latest: a row that
-// outlives that is kept by its owner's other holds. So under load, when a
-// statement took long, it waits as long as the row lives; and a Close,
-// which waits for it, no longer. (Before, it gave up 100 ms past the
+// outlives that is kept by its owner's other holds (or by a renewal whose
+// reply was lost). So under load, when a statement took long, it waits as
+// long as the row lives; and a Close, which waits for it, no longer. A
+// row that lives more than half its TTL yet is not lapsing (a grant given
+// back unused): one look. (Before, Expire gave up 100 ms past the
 // Deadline, and missed the row's own time left, which for an Exclusive
 // hold Status reports as the lock's, not in Holders.)
 func (h *hold) Expire(ctx context.Context) {
-	wait, missed := h.d.tick, 0
+	wait, missed, zero := h.d.tick, 0, 0
 	for {
 		select {
 		case <-time.After(wait):
@@ -397,8 +400,8 @@ func (h *hold) Expire(ctx context.Context) {
 		case err == nil && deleted:
 			h.d.notify(h.key)
 			return
-		case err == nil && late:
-			return // kept by another hold, or gone
+		case err == nil && late, time.Until(by) > h.ttl/2:
+			return // kept by another hold, or gone; or not lapsing yet (a grant given back)
 		case err != nil && time.Since(by) > expireGrace:
 			return // the database fails us: the row lapses by itself
 		}
@@ -410,10 +413,16 @@ func (h *hold) Expire(ctx context.Context) {
 			return // gone
 		case !there: // lapsed by Status's count (whole ms) before the delete's, or gone
 			wait, missed = time.Millisecond, missed+1
+		case left == 0 && zero > 0: // the database's clock is behind ours: look less often
+			wait = expireRetry
+		case left == 0:
+			wait, zero = time.Millisecond, 1 // Status counts whole ms
 		default:
-			wait = left + time.Millisecond // Status counts whole ms
+			wait = left + time.Millisecond
 		}
-		wait = min(wait, max(time.Until(by), 0)+time.Millisecond) // a last look past by
+		if err == nil && lerr == nil {
+			wait = min(wait, max(time.Until(by), 0)+time.Millisecond) // a last look past by
+		}
 	}
 }
 

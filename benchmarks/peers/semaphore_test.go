@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/conformance"
 	"github.com/locker-go/locker/internal/testenv"
 )
 
@@ -108,7 +109,7 @@ func contendSemaphore(b *testing.B, ls []locker.Locker, key string) {
 					return
 				}
 				w := time.Since(t)
-				time.Sleep(semHold)
+				conformance.HoldFor(semHold) // as the locks' workloads hold
 				_ = lease.Unlock(ctx)
 				mu.Lock()
 				waits = append(waits, w)
