@@ -11,10 +11,13 @@ import (
 	"github.com/locker-go/locker/driver"
 )
 
-// Backoff of a waiter no notification may reach (SQLite across processes).
+// Backoff of a waiter no notification may reach (SQLite across processes),
+// and the longest a waiter that a release is to wake (MySQL's gates)
+// waits without looking.
 const (
-	pollMin = 2 * time.Millisecond
-	pollMax = 50 * time.Millisecond
+	pollMin  = 2 * time.Millisecond
+	pollMax  = 50 * time.Millisecond
+	quietMax = 250 * time.Millisecond
 )
 
 // call is one Lock or TryLock call's state between attempts (Request.State).
@@ -176,6 +179,12 @@ func (d *sqlDriver) pace(r *driver.Request, c *call, g driver.Grant, token strin
 	switch {
 	case d.gates.quiet(r.Key, c.parkable):
 		c.backoff = pollMin // a release will wake it; should it poll again, from the start
+		if !d.gates.holdsKey(r.Key) {
+			// Another process's release that comes as the park is set
+			// up can miss it (rarely: TestFastLaneUnderAReadMix): look
+			// again by quietMax. (A release here wakes it for sure.)
+			g.Retry = min(g.Retry, quietMax)
+		}
 	case d.poll && d.local.polls(r.Key, r.ID):
 		if g.Retry <= 0 || g.Retry > c.backoff {
 			g.Retry = c.backoff

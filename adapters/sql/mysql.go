@@ -279,10 +279,13 @@ func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Requ
 		case s.left > 0 && s.fence == 0 && s.owner == "": // a header: the modal holders' releases wake nobody elsewhere
 			return driver.Grant{}, nil // look again soon
 		case s.left > 0 && s.fence == 0: // a claim being fenced: held, as good as
-			watch(true)
+			watch(!s.unparked)
 			return driver.Grant{Retry: time.Duration(s.left) * time.Millisecond}, nil
 		case s.left > 0 && s.owner != r.Owner:
-			watch(s.owner != "") // a header's holders (owner '') are modal: their releases interrupt no park
+			// A header's holders (owner '') are modal: their releases
+			// interrupt no park; nor, later, do those of a modal waiter
+			// ahead (unparked), which the holder's release lets in.
+			watch(s.owner != "" && !s.unparked)
 			return driver.Grant{Retry: time.Duration(s.left) * time.Millisecond}, nil
 		case s.left > 0: // ours: re-entered
 			if ok, err := m.reenterRow(ctx, d, r, s, ttl); err != nil || ok {
