@@ -32,7 +32,11 @@ import (
 // most then), asked in the statement that sleeps: a release committed
 // before it began is seen, and one after it interrupts it. A waiter whose
 // refusal no release will end by a park (behind modal holders or waiters,
-// or of a process that does not park) polls (gates.quiet). A waiter
+// or of a process that does not park) polls (gates.quiet); so does one
+// refused by an Exclusive holder with a modal waiter ahead of it, whose
+// grant the holder's release lets in and whose own release interrupts
+// no park. A parked waiter still looks again within quietMax: a release
+// that comes as its park is being set up can miss it. A waiter
 // refused again parks its gate again; a gate whose waiters have
 // all gone stays parked until it is woken or its time is up (the next
 // waiter here finds it parked), or its room is wanted for another key.
