@@ -86,12 +86,15 @@ func (d *etcdDriver) attempt(ctx context.Context, r *driver.Request) (driver.Gra
 			return g, err
 		}
 	}
-	// Queue up, learning the entries before mine in the same txn: the
-	// last one (Exclusive: each excludes it), or all, to find the last
-	// one my mode is not compatible with (or, Limited, to count them).
-	before := clientv3.OpGet(q, append(clientv3.WithLastCreate(), clientv3.WithPrefix())...)
-	if r.Mode != driver.Exclusive {
-		before = clientv3.OpGet(q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	// Queue up, learning the entries before mine in the same txn: all of
+	// them, to find the last one my mode is not compatible with (or,
+	// Limited, to count them); an Exclusive call, which each excludes,
+	// the last nearHead, which are all of them for a waiter that counts
+	// them off (waitTurn).
+	before := clientv3.OpGet(q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if r.Mode == driver.Exclusive {
+		before = clientv3.OpGet(q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
+			clientv3.WithLimit(nearHead))
 	}
 	resp, err := en.txn(ctx, []clientv3.Cmp{en.unused()}, []clientv3.Op{before, put, d.getFloor(r.Space, r.Key)})
 	if err != nil {
@@ -104,7 +107,7 @@ func (d *etcdDriver) attempt(ctx context.Context, r *driver.Request) (driver.Gra
 	mine := resp.Header.Revision
 	en.ahead = resp.Responses[0].GetResponseRange().Count
 	en.granted(floorIn(resp, 2))
-	if waited, err := en.queued(ctx, mine, kvs(resp, 0)); err != nil {
+	if waited, err := en.queued(ctx, mine, byCreation(kvs(resp, 0))); err != nil {
 		return driver.Grant{}, err
 	} else if waited {
 		start = time.Now()
@@ -137,7 +140,7 @@ func (en *entry) queued(ctx context.Context, mine int64, before []*mvccpb.KeyVal
 	case en.r.Mode == driver.Limited:
 		return true, en.waitLimit(ctx, mine, before)
 	}
-	return true, en.waitTurn(ctx, mine, pred)
+	return true, en.waitTurn(ctx, mine, before)
 }
 
 // refence gives a subtree node granted after a wait a fence drawn now,

@@ -30,7 +30,7 @@
 // arrival order, each grant fenced by its create revision, above every
 // earlier one). Since any holder's release may admit the first waiter, a
 // waiter watches the queue's deletions and counts off the entries before
-// it, reading only once the count admits it. Mixing modes, or two n, on a
+// it, looking only once the count admits it. Mixing modes, or two n, on a
 // key is refused with locker.ErrModeMismatch, as the first entry before
 // the call's shows; a call that had queued first removes its entry again.
 //
@@ -39,10 +39,15 @@
 // txn, and hold together), and waits for its predecessor alone (no herd;
 // a semaphore's waiter hears its key's releases, but reads only once one
 // admits it). A Locker's waiters near the head of a queue hear its
-// deletions through one watch, kept 1 s past the last of them: etcd
+// changes through one watch, kept 1 s past the last of them: etcd
 // serves a watch set up while writes land late (every 100 ms), which with
 // a watch per wait delayed one hand-off in fifty or so (queuewatch.go);
-// one further back watches its predecessor alone. A Locker's waits share one
+// one further back watches its predecessor alone. A waiter near the head
+// holds the key, with no read, once the watch showed every entry before
+// it that its mode excludes gone, its own not gone, and no entry
+// rewritten since it queued (a fence raise rewrites one, so that a waiter
+// reads the offset it raised); else a read at the revision heard decides.
+// A hand-off is then the release's write and its watch event. A Locker's waits share one
 // watch stream, kept open from its first wait until Close by a watch of a
 // key nobody writes: the client closes a stream with its last watch, and
 // a stream per wait cost the server more than the wait's txns.

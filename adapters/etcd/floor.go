@@ -53,6 +53,11 @@ var errFloorRange = fmt.Errorf("locker/etcd: fence floor above %d: %w", int64(ma
 
 // RaiseFence raises the prefix's offset to floor, so that every later
 // fence (a revision, at least 1, plus the offset) is above it.
+//
+// A waiter that counts off its queue through a watch takes the offset its
+// creating txn read, unless the watch shows an entry rewritten before its
+// turn (waitturn.go); so the txn that raises the offset also rewrites the
+// queue's last entry as it is, or finds the queue empty (nobody waits).
 func (d *etcdDriver) RaiseFence(ctx context.Context, space driver.Space, key string, floor uint64) error {
 	if floor == 0 {
 		return nil
@@ -60,9 +65,9 @@ func (d *etcdDriver) RaiseFence(ctx context.Context, space driver.Space, key str
 	if floor > math.MaxInt64/2 { // room for the revisions added to it
 		return errFloorRange
 	}
-	want, fk := int64(floor), d.floorKey(space, key)
+	want, fk, q := int64(floor), d.floorKey(space, key), d.queue(space, key)
 	for {
-		resp, err := d.txn(ctx, key, nil, []clientv3.Op{d.getFloor(space, key)})
+		resp, err := d.txn(ctx, key, nil, []clientv3.Op{d.getFloor(space, key), clientv3.OpGet(q, clientv3.WithLastCreate()...)})
 		if err != nil {
 			return err
 		}
@@ -74,8 +79,15 @@ func (d *etcdDriver) RaiseFence(ctx context.Context, space driver.Space, key str
 			d.offsets.saw(fk, cur)
 			return nil
 		}
-		set, err := d.txn(ctx, key, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(fk), "=", rev)},
-			[]clientv3.Op{clientv3.OpPut(fk, strconv.FormatInt(want, 10))})
+		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(fk), "=", rev),
+			clientv3.Compare(clientv3.CreateRevision(q), "=", 0).WithPrefix()}
+		ops := []clientv3.Op{clientv3.OpPut(fk, strconv.FormatInt(want, 10))}
+		if last := kvs(resp, 1); len(last) > 0 {
+			name := string(last[0].Key)
+			cmps[1] = clientv3.Compare(clientv3.ModRevision(name), "=", last[0].ModRevision)
+			ops = append(ops, clientv3.OpPut(name, string(last[0].Value), clientv3.WithIgnoreLease()))
+		}
+		set, err := d.txn(ctx, key, cmps, ops)
 		if err != nil || set.Succeeded {
 			if err == nil {
 				d.offsets.saw(fk, want)

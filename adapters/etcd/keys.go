@@ -92,6 +92,16 @@ func granted(entries []*mvccpb.KeyValue) []bool {
 	return out
 }
 
+// byCreation is entries in create revision order: a read sorted either
+// way (the last few of a queue are read newest first).
+func byCreation(entries []*mvccpb.KeyValue) []*mvccpb.KeyValue {
+	if len(entries) > 1 && entries[0].CreateRevision > entries[1].CreateRevision {
+		entries = slices.Clone(entries)
+		slices.Reverse(entries)
+	}
+	return entries
+}
+
 // lastIncompatible is the last of entries that mode m is not compatible
 // with: the one to wait for, none if m may hold.
 func lastIncompatible(entries []*mvccpb.KeyValue, m driver.Mode) *mvccpb.KeyValue {

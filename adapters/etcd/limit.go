@@ -1,10 +1,8 @@
 package etcd
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -68,6 +66,7 @@ func (en *entry) mismatched(ctx context.Context, mine int64, before []*mvccpb.Ke
 	}
 	first := before[0]
 	if en.r.Mode == driver.Exclusive {
+		first = before[len(before)-1] // a queue behind a Limited entry holds Limited ones alone
 		if modeOf(first) != driver.Limited {
 			return nil
 		}
@@ -90,9 +89,10 @@ func (en *entry) mismatched(ctx context.Context, mine int64, before []*mvccpb.Ke
 // No one entry's removal is needed to admit it (any of the n holders may
 // go first), so it does not watch one as waitTurn does: one watch of the
 // queue's deletions, from the server's current revision, counts off the
-// entries before it, and only once the count admits it does it read (as
-// check does), so that a release makes the one waiter it admits read, not
-// every one. It keeps the etcd lease alive meanwhile.
+// entries before it; once the count admits it, it holds without a read
+// if the watch showed every change since its creating txn (as waitTurn),
+// else it reads (as check does), so that a release makes the one waiter
+// it admits read, not every one. It keeps the etcd lease alive meanwhile.
 func (en *entry) waitLimit(ctx context.Context, mine int64, before []*mvccpb.KeyValue) error {
 	readRev := mine
 	tick := time.NewTicker(max(en.lease.granted/3, 100*time.Millisecond))
@@ -114,18 +114,15 @@ func (en *entry) waitLimit(ctx context.Context, mine int64, before []*mvccpb.Key
 // or returns the entries before it, read at rev, once the watch broke.
 func (en *entry) countDown(ctx context.Context, mine int64, before []*mvccpb.KeyValue, readRev int64,
 	wch clientv3.WatchChan, tick <-chan time.Time) (held bool, _ []*mvccpb.KeyValue, rev int64, _ error) {
-	countOff := func(kv *mvccpb.KeyValue) (relevant, look bool) {
-		gone := func(e *mvccpb.KeyValue) bool { return bytes.Equal(e.Key, kv.Key) }
-		if !slices.ContainsFunc(before, gone) && string(kv.Key) != en.name {
-			return false, false // an entry after mine
-		}
-		before = slices.DeleteFunc(before, gone)
-		return true, string(kv.Key) == en.name || limitBlocker(before, en.r.Limit) == nil
-	}
+	c := en.countOff(before, func(*mvccpb.KeyValue) bool { return true })
+	c.done = func(left []*mvccpb.KeyValue) bool { return limitBlocker(left, en.r.Limit) == nil }
 	for {
-		h, err := en.hear(ctx, readRev, wch, tick, countOff)
+		h, err := en.hear(ctx, readRev, wch, tick, c.gone)
 		if err != nil {
 			return false, nil, 0, err
+		}
+		if readRev == mine && c.holds(h) { // no read since the creating txn's (waitTurn)
+			return true, nil, 0, nil
 		}
 		next, off, rev, err := en.lookBack(ctx, mine, h.at)
 		switch {
@@ -137,6 +134,6 @@ func (en *entry) countDown(ctx context.Context, mine int64, before []*mvccpb.Key
 		case h.broken:
 			return false, next, rev, nil
 		}
-		before, readRev = next, rev // this watch covers everything after rev
+		c.left, readRev = next, rev // this watch covers everything after rev
 	}
 }

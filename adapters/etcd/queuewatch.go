@@ -10,7 +10,8 @@ import (
 )
 
 // A Locker's waiters near the head of a key's queue share one etcd watch
-// of the queue's deletions, kept a while after the last of them leaves
+// of the queue (its entries' deletions, and their writes: a rewrite tells
+// a waiter that counts off the queue to read, waitturn.go), kept a while after the last of them leaves
 // (linger), rather than each setting up a watch of its own for its wait.
 // etcd starts a watch with no revision from the one it read as the
 // request came in; a write landing before the watcher is registered
@@ -19,7 +20,7 @@ import (
 // whose predecessor went within those 100 ms heard it late (measured
 // alone: a watch per wait, 8 clients, p99 77 ms from a delete's reply to
 // its event; one watch per client, 0.7 ms). A shared watch pays that once.
-// But every deletion of the queue reaches every Locker with such a watch,
+// But every change of the queue reaches every Locker with such a watch,
 // so only a waiter that queued with at most nearHead entries before it
 // uses one (its wait is short: the late service would matter); one
 // further back watches its predecessor alone, whose watch is served in
@@ -43,7 +44,7 @@ type waitWatches struct {
 	linger time.Duration // linger, or a test's
 }
 
-// waitWatch is one watch of a queue's deletions, and the waiters hearing it.
+// waitWatch is one watch of a queue's changes, and the waiters hearing it.
 type waitWatch struct {
 	ww     *waitWatches
 	prefix string
@@ -58,10 +59,10 @@ type waitWatch struct {
 }
 
 // listen returns a channel of the responses of a watch of prefix's
-// deletions, as a watch of its own made now would give it: a creation
+// changes, as a watch of its own made now would give it: a creation
 // notice first (once etcd confirmed the watch: with the highest revision
 // it reported, so that a waiter that read the queue before that revision
-// reads again), then each deletion. The channel closes when the watch
+// reads again), then each change. The channel closes when the watch
 // breaks, or when the waiter fell behind; leave ends the waiter's part.
 func (d *etcdDriver) listen(prefix string) (wch clientv3.WatchChan, leave func()) {
 	d.waits.mu.Lock()
@@ -93,7 +94,7 @@ func (d *etcdDriver) watchQueue(prefix string) *waitWatch {
 	d.sweeper.Go(func() { // Close waits for it: its ctx ends with d.ctx
 		// Watch blocks while the client has no stream (etcd out of
 		// reach): not in a waiter's call, whose ctx would not end it.
-		w.serve(d.client.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()))
+		w.serve(d.client.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCreatedNotify()))
 	})
 	return w
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -16,23 +17,33 @@ import (
 )
 
 // waitTurn waits until en's entry (create revision mine) is the lowest of
-// its queue; pred is the entry before it as the creating txn read it.
+// its queue that its mode excludes; before are the entries before it as
+// the creating txn read them (the last nearHead of an Exclusive call's).
 //
-// It hears pred go through a watch live from the server's current
-// revision (watchFor): a watch from a past revision takes etcd's
-// unsynced-watcher path (delivered every 100 ms) once any write lands in
-// between, which is why concurrency.Mutex manages about 81 handoffs/s;
-// one read covers the gap instead. After pred goes, a read confirms that
-// my entry, and so my etcd lease, are alive (etcd issue 11456) and finds
-// any earlier entry left. It keeps the etcd lease alive meanwhile, since
-// a wait can outlast it.
-func (en *entry) waitTurn(ctx context.Context, mine int64, pred *mvccpb.KeyValue) error {
-	readRev := mine
+// A waiter that queued near the head hears the queue through its
+// Locker's watch of it (queuewatch.go) and counts off the entries before
+// it that its mode excludes as they go. Once the last has gone it holds
+// the key without a read (the read would take as long as the hand-off's
+// write did), if the watch showed every change since the creating txn:
+// no entry rewritten (a raised fence floor rewrites one, floor.go), its
+// own entry not gone (its etcd lease ended: etcd issue 11456), nothing
+// missed before the watch began. Otherwise, and for a waiter further
+// back, which watches its predecessor pred alone, a read at the
+// revision it heard of confirms that its entry is alive and finds any
+// earlier entry left.
+//
+// A watch from a past revision takes etcd's unsynced-watcher path
+// (delivered every 100 ms) once any write lands in between, which is why
+// concurrency.Mutex manages about 81 handoffs/s: watches here are live
+// from the server's current revision, and a read covers the gap. It keeps
+// the etcd lease alive meanwhile, since a wait can outlast it.
+func (en *entry) waitTurn(ctx context.Context, mine int64, before []*mvccpb.KeyValue) error {
+	readRev, pred := mine, waitFor(before, en.r)
 	tick := time.NewTicker(max(en.lease.granted/3, 100*time.Millisecond))
 	defer tick.Stop()
 	for {
 		wch, leave := en.watchFor(ctx, pred)
-		next, rev, err := en.watch(ctx, mine, pred, readRev, wch, tick.C)
+		next, rev, err := en.watch(ctx, mine, pred, before, readRev, wch, tick.C)
 		leave()
 		if err != nil || next == nil {
 			return err
@@ -46,26 +57,44 @@ func (en *entry) waitTurn(ctx context.Context, mine int64, pred *mvccpb.KeyValue
 // wait is short, else a watch of pred alone, which has long been served
 // in time when pred goes.
 func (en *entry) watchFor(ctx context.Context, pred *mvccpb.KeyValue) (clientv3.WatchChan, func()) {
-	if en.ahead <= nearHead {
+	if en.nearHead() {
 		return en.d.listen(en.d.queue(en.r.Space, en.r.Key))
 	}
 	wctx, cancel := context.WithCancel(en.d.watchCtx(ctx))
 	return en.d.client.Watch(wctx, string(pred.Key), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()), cancel
 }
 
+// nearHead reports whether en queued with at most nearHead entries before
+// it: it waits on its Locker's watch of the queue, and its creating txn
+// read every entry before it.
+func (en *entry) nearHead() bool { return en.ahead <= nearHead }
+
 // watch waits on one watch of pred. It returns nil, 0, nil when en holds the
-// key, or the new predecessor when the watch must move to it.
-func (en *entry) watch(ctx context.Context, mine int64, pred *mvccpb.KeyValue, readRev int64,
+// key, or the new predecessor when the watch must move to it. Until its
+// first read (readRev is mine), a waiter near the head counts off the
+// entries of before (those its creating txn read) instead.
+func (en *entry) watch(ctx context.Context, mine int64, pred *mvccpb.KeyValue, before []*mvccpb.KeyValue, readRev int64,
 	wch clientv3.WatchChan, tick <-chan time.Time) (*mvccpb.KeyValue, int64, error) {
-	predGone := func(kv *mvccpb.KeyValue) (bool, bool) { // the watch may be of the whole queue
-		gone := bytes.Equal(kv.Key, pred.Key)
-		return gone, gone
+	var c *countOff
+	if readRev == mine && en.nearHead() {
+		c = en.countOff(before, en.excludes)
 	}
 	for {
-		h, err := en.hear(ctx, readRev, wch, tick, predGone)
+		gone := func(kv *mvccpb.KeyValue) (bool, bool) { // the watch may be of the whole queue
+			gone := bytes.Equal(kv.Key, pred.Key)
+			return gone, gone
+		}
+		if c != nil {
+			gone = c.gone
+		}
+		h, err := en.hear(ctx, readRev, wch, tick, gone)
 		if err != nil {
 			return nil, 0, err
 		}
+		if c.holds(h) {
+			return nil, 0, nil // with the fence offset the creating txn read
+		}
+		c = nil // read, and wait for pred from there
 		next, rev, err := en.check(ctx, mine, h.at)
 		switch {
 		case err != nil:
@@ -79,12 +108,54 @@ func (en *entry) watch(ctx context.Context, mine int64, pred *mvccpb.KeyValue, r
 	}
 }
 
+// excludes reports whether en's mode excludes entry kv before it (not
+// for a Limited call: see countDown).
+func (en *entry) excludes(kv *mvccpb.KeyValue) bool { return !en.r.Mode.Compatible(modeOf(kv)) }
+
+// countOff is a waiter's count of the entries before its own that keep it
+// from the key, as its watch of the queue reports them gone.
+type countOff struct {
+	name string                        // the waiter's own entry
+	left []*mvccpb.KeyValue            // not gone yet
+	done func([]*mvccpb.KeyValue) bool // whether left admits the waiter
+	own  bool                          // the waiter's own entry went
+}
+
+// countOff counts off those of before that keep en out (blocks); done
+// is whether none is left.
+func (en *entry) countOff(before []*mvccpb.KeyValue, blocks func(*mvccpb.KeyValue) bool) *countOff {
+	left := slices.DeleteFunc(slices.Clone(before), func(kv *mvccpb.KeyValue) bool { return !blocks(kv) })
+	return &countOff{name: en.name, left: left, done: func(left []*mvccpb.KeyValue) bool { return len(left) == 0 }}
+}
+
+// gone is hear's test of a deletion: relevant if it is one of left or
+// the waiter's own entry, and calling for a look if that admits the
+// waiter, or its own entry went.
+func (c *countOff) gone(kv *mvccpb.KeyValue) (relevant, look bool) {
+	if string(kv.Key) == c.name {
+		c.own = true
+		return true, true
+	}
+	was := len(c.left)
+	c.left = slices.DeleteFunc(c.left, func(e *mvccpb.KeyValue) bool { return bytes.Equal(e.Key, kv.Key) })
+	return len(c.left) < was, len(c.left) < was && c.done(c.left)
+}
+
+// holds reports whether the waiter holds the key once hear returned h:
+// the entries that kept it out are gone, its own is not, and the watch
+// showed every change since the read that found them.
+func (c *countOff) holds(h heard) bool {
+	return c != nil && !c.own && !h.broken && !h.unsure && c.done(c.left)
+}
+
 // heard is what a wait learns from its watch: that it must read the
 // queue (at a revision this member has applied, if at > 0), and whether
-// the watch is over (broken), so that another must be set up.
+// the watch is over (broken), so that another must be set up. unsure: the
+// watch may not have shown every change since the wait's read (it began
+// later), or showed an entry rewritten, so that only a read tells.
 type heard struct {
-	broken bool
-	at     int64
+	broken, unsure bool
+	at             int64
 }
 
 // hear waits for a response of the wait's watch wch (set up after the
@@ -94,6 +165,7 @@ type heard struct {
 // let en hold the key (look).
 func (en *entry) hear(ctx context.Context, readRev int64, wch clientv3.WatchChan, tick <-chan time.Time,
 	gone func(kv *mvccpb.KeyValue) (relevant, look bool)) (heard, error) {
+	var h heard
 	for {
 		select {
 		case <-ctx.Done(): // waiting behind holders
@@ -105,16 +177,19 @@ func (en *entry) hear(ctx context.Context, readRev int64, wch clientv3.WatchChan
 			// a failed keep-alive is retried at the next tick
 		case resp, ok := <-wch:
 			if !ok || resp.Canceled || resp.Err() != nil {
-				return heard{broken: true}, nil
+				return heard{broken: true, unsure: true}, nil
 			}
-			var h heard
 			look := resp.Created && resp.Header.Revision > readRev // a change between the read and the watch
 			if resp.Created {
-				h.at = resp.Header.Revision
+				h.at, h.unsure = resp.Header.Revision, h.unsure || look
 			}
 			for _, ev := range resp.Events {
-				if ev.Type != mvccpb.DELETE || ev.Kv.ModRevision <= readRev {
+				switch {
+				case ev.Kv.ModRevision <= readRev:
 					continue // the read saw it (a shared watch may pass one on late)
+				case ev.Type != mvccpb.DELETE:
+					h.unsure = h.unsure || ev.Kv.Version > 1 // a rewrite, not a new entry
+					continue
 				}
 				if relevant, l := gone(ev.Kv); relevant {
 					look, h.at = look || l, ev.Kv.ModRevision

@@ -1,0 +1,119 @@
+package etcd
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
+	"github.com/locker-go/locker/internal/testenv"
+)
+
+// turnTaker is a waiter's Locker, with its calls counted, beside a
+// holder's Locker on the same keys, and a client of the test's own.
+type turnTaker struct {
+	waiter, holder locker.Locker
+	d              *etcdDriver
+	calls          *calls
+	direct         *clientv3.Client
+}
+
+func newTurnTaker(t *testing.T) *turnTaker {
+	d, n, _ := countedDriver(t)
+	_, _, direct := countedDriver(t)
+	u := testenv.URL(t, "LOCKER_TEST_ETCD")
+	u.Path = d.prefix
+	holder, err := locker.Open(t.Context(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Close() })
+	waiter := locker.New(d)
+	t.Cleanup(func() { waiter.Close() })
+	return &turnTaker{waiter: waiter, holder: holder, d: d, calls: n, direct: direct}
+}
+
+// turn has the waiter queue behind the holder's lease on key, then calls
+// between (the wait begun), releases the holder's lease, and returns the
+// waiter's lease with the txns its Locker sent after between.
+func (tt *turnTaker) turn(t *testing.T, key string, between func()) (locker.Lease, int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	held, err := tt.holder.Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan locker.Lease, 1)
+	go func() {
+		lease, err := tt.waiter.Lock(ctx, key)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lease
+	}()
+	queuedBehind(t, tt.direct, tt.d.queue(driver.Plain, key), 2)
+	between()
+	before := tt.calls.txn.Load()
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lease := <-got
+	if lease == nil {
+		t.FailNow()
+	}
+	return lease, tt.calls.txn.Load() - before
+}
+
+// A waiter near the head of the queue that heard, through its Locker's
+// watch of the queue, every entry before it go holds the key with no
+// call: a read would cost as much as the hand-off's write did. The first
+// wait may read (the Locker's watch of the queue began after the waiter
+// queued); the next waits within the watch's linger do not.
+func TestHandOffTakesNoRead(t *testing.T) {
+	t.Parallel()
+	tt := newTurnTaker(t)
+	for i := range 3 {
+		lease, txns := tt.turn(t, "turns", func() {})
+		if i > 0 && txns != 0 {
+			t.Errorf("wait %d: the waiter sent %d txns between the holder's release and its grant, want none", i, txns)
+		}
+		if err := lease.Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A waiter whose own entry goes while it waits (its etcd lease ended, or
+// a ForceUnlock: etcd issue 11456) does not take the key when the
+// entries before it go, though its watch showed nothing else: it queues
+// again, and holds the key through a live entry of its own.
+func TestWaiterWhoseEntryWentQueuesAgain(t *testing.T) {
+	t.Parallel()
+	tt := newTurnTaker(t)
+	warm, _ := tt.turn(t, "gone", func() {}) // the Locker's watch of the queue, lingering
+	if err := warm.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	q := tt.d.queue(driver.Plain, "gone")
+	lease, _ := tt.turn(t, "gone", func() {
+		resp, err := tt.direct.Get(t.Context(), q, clientv3.WithLastCreate()...)
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("the waiter's entry: %v, %v", resp, err)
+		}
+		if _, err := tt.direct.Delete(t.Context(), string(resp.Kvs[0].Key)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	defer lease.Unlock(t.Context())
+	resp, err := tt.direct.Get(t.Context(), q, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Count != 1 {
+		t.Errorf("the waiter holds the key with %d entries in the queue, want its own new one", resp.Count)
+	}
+}
