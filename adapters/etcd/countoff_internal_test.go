@@ -36,26 +36,35 @@ func newTurnTaker(t *testing.T) *turnTaker {
 	return &turnTaker{waiter: waiter, holder: holder, d: d, calls: n, direct: direct}
 }
 
-// turn has the waiter queue behind the holder's lease on key, then calls
-// between (the wait begun), releases the holder's lease, and returns the
-// waiter's lease with the txns its Locker sent after between.
-func (tt *turnTaker) turn(t *testing.T, key string, between func()) (locker.Lease, int64) {
+// turn has the waiter queue behind the holder's leases on key (n: one,
+// or a semaphore's n), then calls between (the wait begun), releases the
+// holder's first lease, and returns the waiter's lease with the txns its
+// Locker sent after between. All lock with opts.
+func (tt *turnTaker) turn(t *testing.T, key string, n int, between func(), opts ...locker.Option) (locker.Lease, int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	held, err := tt.holder.Lock(ctx, key)
-	if err != nil {
-		t.Fatal(err)
+	var held locker.Lease
+	for i := range n {
+		lease, err := tt.holder.Lock(ctx, key, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			held = lease
+		} else {
+			defer lease.Unlock(ctx)
+		}
 	}
 	got := make(chan locker.Lease, 1)
 	go func() {
-		lease, err := tt.waiter.Lock(ctx, key)
+		lease, err := tt.waiter.Lock(ctx, key, opts...)
 		if err != nil {
 			t.Error(err)
 		}
 		got <- lease
 	}()
-	queuedBehind(t, tt.direct, tt.d.queue(driver.Plain, key), 2)
+	queuedBehind(t, tt.direct, tt.d.queue(driver.Plain, key), int64(n)+1)
 	between()
 	before := tt.calls.txn.Load()
 	if err := held.Unlock(ctx); err != nil {
@@ -72,18 +81,28 @@ func (tt *turnTaker) turn(t *testing.T, key string, between func()) (locker.Leas
 // watch of the queue, every entry before it go holds the key with no
 // call: a read would cost as much as the hand-off's write did. The first
 // wait may read (the Locker's watch of the queue began after the waiter
-// queued); the next waits within the watch's linger do not.
+// queued); the next waits within the watch's linger do not. The same
+// for a semaphore's waiter, which counts off every entry before it.
 func TestHandOffTakesNoRead(t *testing.T) {
 	t.Parallel()
-	tt := newTurnTaker(t)
-	for i := range 3 {
-		lease, txns := tt.turn(t, "turns", func() {})
-		if i > 0 && txns != 0 {
-			t.Errorf("wait %d: the waiter sent %d txns between the holder's release and its grant, want none", i, txns)
-		}
-		if err := lease.Unlock(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+	for name, n := range map[string]int{"Exclusive": 1, "Limit(2)": 2} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var opts []locker.Option
+			if n > 1 {
+				opts = append(opts, locker.Limit(n))
+			}
+			tt := newTurnTaker(t)
+			for i := range 3 {
+				lease, txns := tt.turn(t, "turns", n, func() {}, opts...)
+				if i > 0 && txns != 0 {
+					t.Errorf("wait %d: the waiter sent %d txns between the holder's release and its grant, want none", i, txns)
+				}
+				if err := lease.Unlock(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
@@ -94,12 +113,12 @@ func TestHandOffTakesNoRead(t *testing.T) {
 func TestWaiterWhoseEntryWentQueuesAgain(t *testing.T) {
 	t.Parallel()
 	tt := newTurnTaker(t)
-	warm, _ := tt.turn(t, "gone", func() {}) // the Locker's watch of the queue, lingering
+	warm, _ := tt.turn(t, "gone", 1, func() {}) // the Locker's watch of the queue, lingering
 	if err := warm.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	q := tt.d.queue(driver.Plain, "gone")
-	lease, _ := tt.turn(t, "gone", func() {
+	lease, _ := tt.turn(t, "gone", 1, func() {
 		resp, err := tt.direct.Get(t.Context(), q, clientv3.WithLastCreate()...)
 		if err != nil || len(resp.Kvs) != 1 {
 			t.Fatalf("the waiter's entry: %v, %v", resp, err)
