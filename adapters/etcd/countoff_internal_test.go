@@ -65,6 +65,7 @@ func (tt *turnTaker) turn(t *testing.T, key string, n int, between func(), opts 
 		got <- lease
 	}()
 	queuedBehind(t, tt.direct, tt.d.queue(driver.Plain, key), int64(n)+1)
+	listening(t, tt.d, tt.d.queue(driver.Plain, key))
 	between()
 	before := tt.calls.txn.Load()
 	if err := held.Unlock(ctx); err != nil {
@@ -135,4 +136,25 @@ func TestWaiterWhoseEntryWentQueuesAgain(t *testing.T) {
 	if resp.Count != 1 {
 		t.Errorf("the waiter holds the key with %d entries in the queue, want its own new one", resp.Count)
 	}
+}
+
+// listening waits until a waiter listens to d's watch of the queue q: a
+// release between the waiter's queueing and that would call for a read.
+func listening(t *testing.T, d *etcdDriver, q string) {
+	t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); <-tick.C {
+		d.waits.mu.Lock()
+		w := d.waits.m[q]
+		n := 0
+		if w != nil {
+			n = len(w.subs)
+		}
+		d.waits.mu.Unlock()
+		if n > 0 {
+			return
+		}
+	}
+	t.Fatal("the waiter never listened to its Locker's watch of the queue")
 }
