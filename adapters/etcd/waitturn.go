@@ -75,18 +75,16 @@ func (en *entry) nearHead() bool { return en.ahead <= nearHead }
 // entries of before (those its creating txn read) instead.
 func (en *entry) watch(ctx context.Context, mine int64, pred *mvccpb.KeyValue, before []*mvccpb.KeyValue, readRev int64,
 	wch clientv3.WatchChan, tick <-chan time.Time) (*mvccpb.KeyValue, int64, error) {
-	var c *countOff
+	predGone := func(kv *mvccpb.KeyValue) (bool, bool) { // the watch may be of the whole queue
+		gone := bytes.Equal(kv.Key, pred.Key)
+		return gone, gone
+	}
+	gone, c := predGone, (*countOff)(nil)
 	if readRev == mine && en.nearHead() {
 		c = en.countOff(before, en.excludes)
+		gone = c.gone
 	}
 	for {
-		gone := func(kv *mvccpb.KeyValue) (bool, bool) { // the watch may be of the whole queue
-			gone := bytes.Equal(kv.Key, pred.Key)
-			return gone, gone
-		}
-		if c != nil {
-			gone = c.gone
-		}
 		h, err := en.hear(ctx, readRev, wch, tick, gone)
 		if err != nil {
 			return nil, 0, err
@@ -94,7 +92,7 @@ func (en *entry) watch(ctx context.Context, mine int64, pred *mvccpb.KeyValue, b
 		if c.holds(h) {
 			return nil, 0, nil // with the fence offset the creating txn read
 		}
-		c = nil // read, and wait for pred from there
+		gone, c = predGone, nil // read, and wait for pred from there
 		next, rev, err := en.check(ctx, mine, h.at)
 		switch {
 		case err != nil:
