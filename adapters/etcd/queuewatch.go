@@ -11,8 +11,9 @@ import (
 
 // A Locker's waiters near the head of a key's queue share one etcd watch
 // of the queue (its entries' deletions, and their writes: a rewrite tells
-// a waiter that counts off the queue to read, waitturn.go), kept a while after the last of them leaves
-// (linger), rather than each setting up a watch of its own for its wait.
+// a waiter that counts off the queue to read, waitturn.go), kept a while
+// after the last of them leaves (linger), rather than each setting up a
+// watch of its own for its wait.
 // etcd starts a watch with no revision from the one it read as the
 // request came in; a write landing before the watcher is registered
 // leaves it "unsynced", served by a loop that runs every 100 ms. Under
