@@ -114,8 +114,8 @@ func (en *entry) waitLimit(ctx context.Context, mine int64, before []*mvccpb.Key
 // or returns the entries before it, read at rev, once the watch broke.
 func (en *entry) countDown(ctx context.Context, mine int64, before []*mvccpb.KeyValue, readRev int64,
 	wch clientv3.WatchChan, tick <-chan time.Time) (held bool, _ []*mvccpb.KeyValue, rev int64, _ error) {
-	c := en.countOff(before, func(*mvccpb.KeyValue) bool { return true })
-	c.done = func(left []*mvccpb.KeyValue) bool { return limitBlocker(left, en.r.Limit) == nil }
+	c := en.countOff(before, func(*mvccpb.KeyValue) bool { return true }, // any holder's release may admit it
+		func(left []*mvccpb.KeyValue) bool { return limitBlocker(left, en.r.Limit) == nil })
 	for {
 		h, err := en.hear(ctx, readRev, wch, tick, c.gone)
 		if err != nil {

@@ -81,7 +81,7 @@ func (en *entry) watch(ctx context.Context, mine int64, pred *mvccpb.KeyValue, b
 	}
 	gone, c := predGone, (*countOff)(nil)
 	if readRev == mine && en.nearHead() {
-		c = en.countOff(before, en.excludes)
+		c = en.countOff(before, en.excludes, func(left []*mvccpb.KeyValue) bool { return len(left) == 0 })
 		gone = c.gone
 	}
 	for {
@@ -119,11 +119,11 @@ type countOff struct {
 	own  bool                          // the waiter's own entry went
 }
 
-// countOff counts off those of before that keep en out (blocks); done
-// is whether none is left.
-func (en *entry) countOff(before []*mvccpb.KeyValue, blocks func(*mvccpb.KeyValue) bool) *countOff {
+// countOff counts off those of before that keep en out (blocks), until
+// those left admit it (done).
+func (en *entry) countOff(before []*mvccpb.KeyValue, blocks func(*mvccpb.KeyValue) bool, done func([]*mvccpb.KeyValue) bool) *countOff {
 	left := slices.DeleteFunc(slices.Clone(before), func(kv *mvccpb.KeyValue) bool { return !blocks(kv) })
-	return &countOff{name: en.name, left: left, done: func(left []*mvccpb.KeyValue) bool { return len(left) == 0 }}
+	return &countOff{name: en.name, left: left, done: done}
 }
 
 // gone is hear's test of a deletion: relevant if it is one of left or
