@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,6 +105,33 @@ func TestHandOffTakesNoRead(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A Locker's first wait on a key begins its watch of the queue after the
+// waiter queued: with other clients writing to etcd meanwhile (any key's
+// write may hide a change of the queue), it reads once as the watch
+// begins, and counts off from there: the hand-off takes no read of its
+// own (a read at each end made three txns of the wait).
+func TestFirstWaitReadsOnce(t *testing.T) {
+	t.Parallel()
+	tt := newTurnTaker(t)
+	ctx, stop := context.WithCancel(t.Context())
+	var busy sync.WaitGroup
+	busy.Go(func() {
+		for ctx.Err() == nil {
+			_, _ = tt.direct.Put(ctx, tt.d.prefix+"busy", "x")
+		}
+	})
+	before := tt.calls.txn.Load()
+	lease, _ := tt.turn(t, "first", 1, func() {})
+	if txns := tt.calls.txn.Load() - before; txns > 2 {
+		t.Errorf("the first wait sent %d txns, want 2 at most: its queueing, and a read as its watch began", txns)
+	}
+	stop()
+	busy.Wait()
+	if err := lease.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -124,16 +124,16 @@ func (en *entry) countDown(ctx context.Context, mine int64, before []*mvccpb.Key
 		if readRev == mine && c.holds(h) { // no read since the creating txn's (waitTurn)
 			return true, nil, 0, nil
 		}
-		next, off, rev, err := en.lookBack(ctx, mine, h.at)
+		l, err := en.lookBack(ctx, mine, h.at)
 		switch {
 		case err != nil:
 			return false, nil, 0, err
-		case limitBlocker(next, en.r.Limit) == nil:
-			en.granted(off)
+		case limitBlocker(l.before, en.r.Limit) == nil:
+			en.granted(l.off)
 			return true, nil, 0, nil
 		case h.broken:
-			return false, next, rev, nil
+			return false, l.before, l.rev, nil
 		}
-		c.left, readRev = next, rev // this watch covers everything after rev
+		c.left, readRev = l.before, l.rev // this watch covers everything after rev
 	}
 }

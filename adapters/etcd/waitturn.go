@@ -30,7 +30,9 @@ import (
 // missed before the watch began. Otherwise, and for a waiter further
 // back, which watches its predecessor pred alone, a read at the
 // revision it heard of confirms that its entry is alive and finds any
-// earlier entry left.
+// earlier entry left; near the head, it counts off from there (a
+// Locker's first wait on a key reads once, as its watch begins after the
+// waiter queued, and its hand-off takes none).
 //
 // A watch from a past revision takes etcd's unsynced-watcher path
 // (delivered every 100 ms) once any write lands in between, which is why
@@ -70,9 +72,9 @@ func (en *entry) watchFor(ctx context.Context, pred *mvccpb.KeyValue) (clientv3.
 func (en *entry) nearHead() bool { return en.ahead <= nearHead }
 
 // watch waits on one watch of pred. It returns nil, 0, nil when en holds the
-// key, or the new predecessor when the watch must move to it. Until its
-// first read (readRev is mine), a waiter near the head counts off the
-// entries of before (those its creating txn read) instead.
+// key, or the new predecessor when the watch must move to it. A waiter
+// near the head counts off the entries of before (those its creating txn
+// read, if readRev is mine), or those a read found, all of them, instead.
 func (en *entry) watch(ctx context.Context, mine int64, pred *mvccpb.KeyValue, before []*mvccpb.KeyValue, readRev int64,
 	wch clientv3.WatchChan, tick <-chan time.Time) (*mvccpb.KeyValue, int64, error) {
 	predGone := func(kv *mvccpb.KeyValue) (bool, bool) { // the watch may be of the whole queue
@@ -81,7 +83,7 @@ func (en *entry) watch(ctx context.Context, mine int64, pred *mvccpb.KeyValue, b
 	}
 	gone, c := predGone, (*countOff)(nil)
 	if readRev == mine && en.nearHead() {
-		c = en.countOff(before, en.excludes, func(left []*mvccpb.KeyValue) bool { return len(left) == 0 })
+		c = en.countOff(before, en.excludes, noneLeft)
 		gone = c.gone
 	}
 	for {
@@ -90,21 +92,31 @@ func (en *entry) watch(ctx context.Context, mine int64, pred *mvccpb.KeyValue, b
 			return nil, 0, err
 		}
 		if c.holds(h) {
-			return nil, 0, nil // with the fence offset the creating txn read
+			return nil, 0, nil // with the fence offset of the read it counted from
 		}
-		gone, c = predGone, nil // read, and wait for pred from there
-		next, rev, err := en.check(ctx, mine, h.at)
+		l, err := en.lookBack(ctx, mine, h.at)
+		next := waitFor(l.before, en.r)
 		switch {
 		case err != nil:
 			return nil, 0, err
 		case next == nil:
+			en.granted(l.off)
 			return nil, 0, nil
 		case h.broken || !bytes.Equal(next.Key, pred.Key) || next.CreateRevision != pred.CreateRevision:
-			return next, rev, nil
+			return next, l.rev, nil
 		}
-		readRev = rev // same predecessor, and this watch covers everything after rev
+		readRev = l.rev // same predecessor, and this watch covers everything after rev
+		gone, c = predGone, nil
+		if en.nearHead() && l.all { // count off from this read, with its offset
+			c = en.countOff(l.before, en.excludes, noneLeft)
+			gone, en.offset = c.gone, l.off
+		}
 	}
 }
+
+// noneLeft: a waiter whose mode is not Limited holds the key once no
+// entry it excludes is left before it.
+func noneLeft(left []*mvccpb.KeyValue) bool { return len(left) == 0 }
 
 // excludes reports whether en's mode excludes entry kv before it (not
 // for a Limited call: see countDown).
@@ -200,24 +212,17 @@ func (en *entry) hear(ctx context.Context, readRev int64, wch clientv3.WatchChan
 	}
 }
 
-// check reads, in one revision, my entry and the last entry before it
-// (all of them, for a call in a mode others may share): lookBack. It
-// returns the entry to wait for next, and the revision read, or nil once
-// my entry holds the key.
-func (en *entry) check(ctx context.Context, mine, at int64) (*mvccpb.KeyValue, int64, error) {
-	before, off, rev, err := en.lookBack(ctx, mine, at)
-	if err != nil {
-		return nil, 0, err
-	}
-	if pred := waitFor(before, en.r); pred != nil {
-		return pred, rev, nil
-	}
-	en.granted(off)
-	return nil, 0, nil
+// looked is what lookBack read: the entries before the caller's (all of
+// them, unless all is false: the last nearHead of an Exclusive call's),
+// the key's fence offset, and the revision read.
+type looked struct {
+	before   []*mvccpb.KeyValue
+	all      bool
+	off, rev int64
 }
 
 // lookBack reads, in one revision, my entry and the entries before it
-// (the last alone, for an Exclusive call), with the fence offset there
+// (the last nearHead, for an Exclusive call), with the fence offset there
 // (floor.go). It returns errRequeue if my entry is gone or no longer on my
 // etcd lease.
 //
@@ -226,28 +231,31 @@ func (en *entry) check(ctx context.Context, mine, at int64) (*mvccpb.KeyValue, i
 // holds the key there, alive, it holds it from then on, as entries are
 // only added after it and its lease is known to live. Should another
 // member answer, or the revision be compacted, it reads linearizably.
-func (en *entry) lookBack(ctx context.Context, mine, at int64) (before []*mvccpb.KeyValue, off, rev int64, err error) {
+func (en *entry) lookBack(ctx context.Context, mine, at int64) (looked, error) {
 	var opts []clientv3.OpOption
 	if at > 0 {
 		opts = []clientv3.OpOption{clientv3.WithRev(at), clientv3.WithSerializable()}
 	}
-	last := append(clientv3.WithLastCreate(), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(mine-1), clientv3.WithKeysOnly())
-	if en.r.Mode != driver.Exclusive { // all of them, to find the last my mode excludes
-		last = []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithMaxCreateRev(mine - 1),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}
+	before := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithMaxCreateRev(mine - 1),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)} // all, to find the last my mode excludes
+	if en.r.Mode == driver.Exclusive {
+		before = []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithMaxCreateRev(mine - 1), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(nearHead)}
 	}
 	resp, err := en.d.txn(ctx, en.r.Key, nil, []clientv3.Op{
-		clientv3.OpGet(en.name, opts...), clientv3.OpGet(en.d.queue(en.r.Space, en.r.Key), append(last, opts...)...),
+		clientv3.OpGet(en.name, opts...), clientv3.OpGet(en.d.queue(en.r.Space, en.r.Key), append(before, opts...)...),
 		en.d.getFloor(en.r.Space, en.r.Key, opts...), // the offset as of the grant (floor.go)
 	})
 	if err != nil && at > 0 && ctx.Err() == nil {
 		return en.lookBack(ctx, mine, 0)
 	}
 	if err != nil {
-		return nil, 0, 0, err
+		return looked{}, err
 	}
 	if me := kvs(resp, 0); len(me) == 0 || me[0].CreateRevision != mine || me[0].Lease != int64(en.lease.id) {
-		return nil, 0, 0, errRequeue
+		return looked{}, errRequeue
 	}
-	return kvs(resp, 1), floorIn(resp, 2), cmp.Or(at, resp.Header.Revision), nil // the revision the read saw
+	read := resp.Responses[1].GetResponseRange() // its Count would take in entries after mine: More tells
+	return looked{before: byCreation(read.Kvs), all: !read.More, off: floorIn(resp, 2),
+		rev: cmp.Or(at, resp.Header.Revision)}, nil // the revision the read saw
 }
