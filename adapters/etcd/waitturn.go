@@ -24,8 +24,8 @@ import (
 // Locker's watch of it (queuewatch.go) and counts off the entries before
 // it that its mode excludes as they go. Once the last has gone it holds
 // the key without a read (the read would take as long as the hand-off's
-// write did), if the watch showed every change since the creating txn:
-// no entry rewritten (a raised fence floor rewrites one, floor.go), its
+// write did), if the watch showed every change since the creating txn
+// (or the read it counted from): no entry rewritten (a raised fence floor rewrites one, floor.go), its
 // own entry not gone (its etcd lease ended: etcd issue 11456), nothing
 // missed before the watch began. Otherwise, and for a waiter further
 // back, which watches its predecessor pred alone, a read at the
