@@ -86,16 +86,8 @@ func (d *etcdDriver) attempt(ctx context.Context, r *driver.Request) (driver.Gra
 			return g, err
 		}
 	}
-	// Queue up, learning the entries before mine in the same txn: all of
-	// them, to find the last one my mode is not compatible with (or,
-	// Limited, to count them); an Exclusive call, which each excludes,
-	// the last nearHead, which are all of them for a waiter that counts
-	// them off (waitTurn).
-	before := clientv3.OpGet(q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
-	if r.Mode == driver.Exclusive {
-		before = clientv3.OpGet(q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
-			clientv3.WithLimit(nearHead))
-	}
+	// Queue up, learning the entries before mine in the same txn.
+	before := clientv3.OpGet(q, en.readBefore()...)
 	resp, err := en.txn(ctx, []clientv3.Cmp{en.unused()}, []clientv3.Op{before, put, d.getFloor(r.Space, r.Key)})
 	if err != nil {
 		return driver.Grant{}, err

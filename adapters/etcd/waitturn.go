@@ -25,9 +25,9 @@ import (
 // it that its mode excludes as they go. Once the last has gone it holds
 // the key without a read (the read would take as long as the hand-off's
 // write did), if the watch showed every change since the creating txn
-// (or the read it counted from): no entry rewritten (a raised fence floor rewrites one, floor.go), its
-// own entry not gone (its etcd lease ended: etcd issue 11456), nothing
-// missed before the watch began. Otherwise, and for a waiter further
+// (or the read it counted from): no entry rewritten (a raised fence
+// floor rewrites one, floor.go), its own entry not gone (its etcd lease
+// ended: etcd issue 11456), nothing missed before the watch began. Otherwise, and for a waiter further
 // back, which watches its predecessor pred alone, a read at the
 // revision it heard of confirms that its entry is alive and finds any
 // earlier entry left; near the head, it counts off from there (a
@@ -95,10 +95,10 @@ func (en *entry) watch(ctx context.Context, mine int64, pred *mvccpb.KeyValue, b
 			return nil, 0, nil // with the fence offset of the read it counted from
 		}
 		l, err := en.lookBack(ctx, mine, h.at)
-		next := waitFor(l.before, en.r)
-		switch {
-		case err != nil:
+		if err != nil {
 			return nil, 0, err
+		}
+		switch next := waitFor(l.before, en.r); {
 		case next == nil:
 			en.granted(l.off)
 			return nil, 0, nil
@@ -212,6 +212,19 @@ func (en *entry) hear(ctx context.Context, readRev int64, wch clientv3.WatchChan
 	}
 }
 
+// readBefore is how en reads the entries of its queue before its own:
+// all of them, to find the last one its mode is not compatible with (or,
+// Limited, to count them); for an Exclusive call, which each excludes,
+// the last nearHead, newest first (byCreation), which are all of them for
+// a waiter that counts them off.
+func (en *entry) readBefore() []clientv3.OpOption {
+	if en.r.Mode == driver.Exclusive {
+		return []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
+			clientv3.WithLimit(nearHead)}
+	}
+	return []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}
+}
+
 // looked is what lookBack read: the entries before the caller's (all of
 // them, unless all is false: the last nearHead of an Exclusive call's),
 // the key's fence offset, and the revision read.
@@ -236,11 +249,9 @@ func (en *entry) lookBack(ctx context.Context, mine, at int64) (looked, error) {
 	if at > 0 {
 		opts = []clientv3.OpOption{clientv3.WithRev(at), clientv3.WithSerializable()}
 	}
-	before := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithMaxCreateRev(mine - 1),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)} // all, to find the last my mode excludes
+	before := append(en.readBefore(), clientv3.WithMaxCreateRev(mine-1))
 	if en.r.Mode == driver.Exclusive {
-		before = []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithMaxCreateRev(mine - 1), clientv3.WithKeysOnly(),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(nearHead)}
+		before = append(before, clientv3.WithKeysOnly()) // each excludes it, whatever its mode
 	}
 	resp, err := en.d.txn(ctx, en.r.Key, nil, []clientv3.Op{
 		clientv3.OpGet(en.name, opts...), clientv3.OpGet(en.d.queue(en.r.Space, en.r.Key), append(before, opts...)...),
