@@ -64,25 +64,16 @@ func TestReadersJoinInOneTxnEach(t *testing.T) {
 func TestWaitsShareOneWatchStream(t *testing.T) {
 	t.Parallel()
 	const waits = 5
-	d, c, _ := countedDriver(t)
-	_, _, watcher := countedDriver(t) // the test's own watches: not counted
-	waiter := locker.New(d)
-	defer waiter.Close()
-	u := testenv.URL(t, "LOCKER_TEST_ETCD")
-	u.Path = d.prefix // the waiter's keys
-	holder, err := locker.Open(t.Context(), u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
+	tt := newTurnTaker(t) // the test's own watches (tt.direct): not counted
+	d, c := tt.d, tt.calls
 	ctx := t.Context()
 	for i := range waits {
-		lease, err := holder.Lock(ctx, "turns")
+		lease, err := tt.holder.Lock(ctx, "turns")
 		if err != nil {
 			t.Fatal(err)
 		}
-		done := testenv.LockInTurn(ctx, waiter, "turns")
-		queuedBehind(t, watcher, d.queue(0, "turns"), 2)
+		done := testenv.LockInTurn(ctx, tt.waiter, "turns")
+		queuedBehind(t, tt.direct, d.queue(0, "turns"), 2)
 		if err := lease.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
