@@ -183,6 +183,10 @@ func (d *sqlDriver) pace(r *driver.Request, c *call, g driver.Grant, token strin
 			// Another process's release that comes as the park is set
 			// up can miss it (rarely: TestFastLaneUnderAReadMix): look
 			// again by quietMax. (A release here wakes it for sure.)
+			// Traced: the release found the park's row and ran its KILL
+			// while the park's statements were on their way, and the
+			// park slept on; a park that sleeps only while its row is
+			// there slept on too, so how the KILL went astray is open.
 			g.Retry = min(g.Retry, quietMax)
 		}
 	case d.poll && d.local.polls(r.Key, r.ID):
