@@ -11,13 +11,10 @@ import (
 	"github.com/locker-go/locker/driver"
 )
 
-// Backoff of a waiter no notification may reach (SQLite across processes),
-// and the longest a waiter that a release is to wake (MySQL's gates)
-// waits without looking.
+// Backoff of a waiter no notification may reach (SQLite across processes).
 const (
-	pollMin  = 2 * time.Millisecond
-	pollMax  = 50 * time.Millisecond
-	quietMax = 250 * time.Millisecond
+	pollMin = 2 * time.Millisecond
+	pollMax = 50 * time.Millisecond
 )
 
 // call is one Lock or TryLock call's state between attempts (Request.State).
@@ -179,16 +176,6 @@ func (d *sqlDriver) pace(r *driver.Request, c *call, g driver.Grant, token strin
 	switch {
 	case d.gates.quiet(r.Key, c.parkable):
 		c.backoff = pollMin // a release will wake it; should it poll again, from the start
-		if !d.gates.holdsKey(r.Key) {
-			// Another process's release that comes as the park is set
-			// up can miss it (rarely: TestFastLaneUnderAReadMix): look
-			// again by quietMax. (A release here wakes it for sure.)
-			// Traced: the release found the park's row and ran its KILL
-			// while the park's statements were on their way, and the
-			// park slept on; a park that sleeps only while its row is
-			// there slept on too, so how the KILL went astray is open.
-			g.Retry = min(g.Retry, quietMax)
-		}
 	case d.poll && d.local.polls(r.Key, r.ID):
 		if g.Retry <= 0 || g.Retry > c.backoff {
 			g.Retry = c.backoff

@@ -206,8 +206,11 @@
 // QUERY, only on a connection holding the named lock of parks): that
 // process alone is woken, and its waiter claims the key. A park sleeps only while an
 // Exclusive holder keeps the key or, the key free, another process's
-// parking waiter comes first, which the statement that sleeps asks, so
-// that no release falls between the look and the sleep; a waiter behind
+// parking waiter comes first, and while its park row is there (a release
+// takes the row before its KILL), which the statement that sleeps asks,
+// so that no release falls between the look and the sleep; a park sends
+// its statements one at a time, as a KILL between two statements of one
+// query leaves the driver waiting for the rest for good; a waiter behind
 // modal holders or waiters polls. A release of a hold that did not wait,
 // on a row that no parking waiter marked, is one plain DELETE, as before.
 // Parks cost a connection per key a process waits for (outside the pool's

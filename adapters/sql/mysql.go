@@ -221,7 +221,7 @@ func myModeColumns(ctx context.Context, tx *dbsql.Tx, table string, fill func(st
 type myStatements struct {
 	insert, insertQueued, draw, fence, batch, batchQueued, place, gc, dequeue, first, state, wait, waitGC string
 	reenter, lapse, drop, dec, has, refresh, expire, xrelease                                             string
-	park, sleep, unpark, unparkAll, quiet, mark                                                           string // mysql_park.go
+	park, parkMark, sleep, unpark, unparkAll, quiet, mark                                                 string // mysql_park.go
 	multi                                                                                                 bool   // the connections take batch
 }
 

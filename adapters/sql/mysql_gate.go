@@ -375,17 +375,6 @@ func (gs *gates) quiet(key string, parkable bool) bool {
 	return gs.held[key] || g != nil && g.waiting && (!g.parks || parkable && gs.parking.Load())
 }
 
-// holdsKey reports whether this process holds key: its release here wakes
-// the waiters here.
-func (gs *gates) holdsKey(key string) bool {
-	if gs == nil {
-		return false
-	}
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	return gs.held[key]
-}
-
 // close ends every gate; their connections close, and with them the names.
 func (gs *gates) close() {
 	if gs == nil {

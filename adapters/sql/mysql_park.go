@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/go-sql-driver/mysql"
 )
@@ -35,8 +34,7 @@ import (
 // or of a process that does not park) polls (gates.quiet); so does one
 // refused by an Exclusive holder with a modal waiter ahead of it, whose
 // grant the holder's release lets in and whose own release interrupts
-// no park. A parked waiter still looks again within quietMax: a release
-// that comes as its park is being set up can miss it. A waiter
+// no park. A waiter
 // refused again parks its gate again; a gate whose waiters have
 // all gone stays parked until it is woken or its time is up (the next
 // waiter here finds it parked), or its room is wanted for another key.
@@ -66,23 +64,26 @@ type parkConn struct {
 
 // parkStatements fills in the parks' statements. quiet releases a row no
 // waiter of a parking process marked (match finds the hold's row), with
-// one plain statement. park records the connection in the key's park row
-// and marks the key's row: the mark waits for a release that holds the
-// row, so that the look after it sees that release. sleep sleeps while
-// what keeps the key from this process's waiter will interrupt the park
-// as it goes: an Exclusive holder (a header, owner ”, stands for modal
-// holders, whose releases interrupt no park), or, the key free, another
-// process's parking waiter first; tagged, as a release interrupts only a
-// connection that runs it. unpark and unparkAll forget parks.
+// one plain statement. park records the connection in the key's park row,
+// and parkMark marks the key's row: the mark waits for a release that
+// holds the row, so that the look after it sees that release. sleep
+// sleeps while what keeps the key from this process's waiter will
+// interrupt the park as it goes: an Exclusive holder (a header, owner ”,
+// stands for modal holders, whose releases interrupt no park), or, the
+// key free, another process's parking waiter first; and only while the
+// park row it wrote is there, which a release takes before its KILL
+// (sleepArgs); tagged, as a release interrupts only a connection that
+// runs it. unpark and unparkAll forget parks.
 func (m *myStatements) parkStatements(fill func(string) string, match string) {
 	m.quiet = fill("DELETE FROM {t}" + match + " AND ids = ? AND parked = 0")
 	// mark: a waiter of a parking process (proc ?, else '') marks the row
 	// as it takes its place, so that the row's release wakes it, whether
 	// or not a park of its process is on its way
 	m.mark = fill("UPDATE {t} SET parked = 1 WHERE `key` = ? AND parked = 0 AND ? <> ''")
-	m.park = fill("INSERT INTO `{tn}_park` (`key`, proc, conn) VALUES (?, ?, CONNECTION_ID()) ON DUPLICATE KEY UPDATE conn = VALUES(conn);\n" +
-		"UPDATE {t} SET parked = 1 WHERE `key` = ?")
-	m.sleep = fill("SELECT /* locker park */ CASE WHEN EXISTS (SELECT 1 FROM {t} WHERE `key` = ? AND expires_at > {now} AND owner <> '') THEN SLEEP(?) " +
+	m.park = fill("INSERT INTO `{tn}_park` (`key`, proc, conn) VALUES (?, ?, CONNECTION_ID()) ON DUPLICATE KEY UPDATE conn = VALUES(conn)")
+	m.parkMark = fill("UPDATE {t} SET parked = 1 WHERE `key` = ?")
+	m.sleep = fill("SELECT /* locker park */ CASE WHEN NOT EXISTS (SELECT 1 FROM `{tn}_park` WHERE `key` = ? AND proc = ? AND conn = CONNECTION_ID()) THEN 0 " +
+		"WHEN EXISTS (SELECT 1 FROM {t} WHERE `key` = ? AND expires_at > {now} AND owner <> '') THEN SLEEP(?) " +
 		"WHEN NOT EXISTS (SELECT 1 FROM {t} WHERE `key` = ? AND expires_at > {now}) AND " +
 		"COALESCE((SELECT proc FROM {q} WHERE `key` = ? AND expires_at > {now} ORDER BY seq LIMIT 1), '') NOT IN ('', ?) " +
 		"THEN SLEEP(LEAST(?, " + parkFree + ")) ELSE 0 END")
@@ -201,25 +202,32 @@ func (gs *gates) runParked(ctx context.Context, key string, g *gate) {
 // park records pc as this process's park for key and sleeps on it (see
 // parkStatements). It reports woken where SLEEP returns 1 for a KILL;
 // MariaDB fails the statement instead (interrupted).
+//
+// One statement at a time, though the connection takes several: a KILL
+// that MariaDB gets between two statements of one query ends the query
+// with no further packet, after the last answer said more were coming,
+// and the driver waits for them for good (traced: the park's connection
+// idle in the server, its goroutine reading in NextResultSet; a waiter
+// whose release it missed waited for its own look a TTL/3 later, 1 run in
+// 50-80 of TestFastLaneUnderAReadMix/MySQL). Between two queries the KILL
+// interrupts nothing, or the next one, and the sleep then finds its row
+// taken.
 func (gs *gates) park(ctx context.Context, pc *parkConn, key string, timeout float64) (woken bool, err error) {
+	if _, err := pc.conn.ExecContext(ctx, gs.sql.park, key, gs.proc); err != nil {
+		return false, err
+	}
+	if _, err := pc.conn.ExecContext(ctx, gs.sql.parkMark, key); err != nil {
+		return false, err
+	}
 	var slept dbsql.NullInt64
-	if gs.sql.multi {
-		rows, err := pc.conn.QueryContext(ctx, gs.sql.park+";\n"+gs.sql.sleep, key, gs.proc, key, key, timeout, key, key, gs.proc, timeout)
-		if err != nil {
-			return false, err
-		}
-		err = scanLast(rows, &slept)
-		return slept.Int64 == 1, err
-	}
-	park, mark, _ := strings.Cut(gs.sql.park, ";\n")
-	if _, err := pc.conn.ExecContext(ctx, park, key, gs.proc); err != nil {
-		return false, err
-	}
-	if _, err := pc.conn.ExecContext(ctx, mark, key); err != nil {
-		return false, err
-	}
-	err = pc.conn.QueryRowContext(ctx, gs.sql.sleep, key, timeout, key, key, gs.proc, timeout).Scan(&slept)
+	err = pc.conn.QueryRowContext(ctx, gs.sql.sleep, gs.sleepArgs(key, timeout)...).Scan(&slept)
 	return slept.Int64 == 1, err
+}
+
+// sleepArgs are the arguments of the statement that sleeps (parkStatements)
+// on key for at most timeout seconds.
+func (gs *gates) sleepArgs(key string, timeout float64) []any {
+	return []any{key, gs.proc, key, timeout, key, key, gs.proc, timeout}
 }
 
 // interrupted: a statement ended by KILL QUERY (MariaDB; MySQL's SLEEP

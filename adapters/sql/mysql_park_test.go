@@ -443,3 +443,40 @@ func TestMySQLParkRowsGoWithTheirWakes(t *testing.T) {
 		t.Errorf("%d park rows left for 10 keys, their gates ended", n)
 	}
 }
+
+// A park whose row a release took before its sleep began (the release's
+// KILL, coming between the park's statements, interrupted none) does not
+// sleep: the statement that sleeps asks for its row. Here the key is
+// held, so without that it would sleep its hour.
+func TestMySQLParkWhoseRowWentDoesNotSleep(t *testing.T) {
+	ctx := t.Context()
+	ls := processes(t, 2)
+	gs := driverOf(ls[1]).gates
+	if !gs.parking.Load() {
+		t.Fatal("the gates do not park: the release procedure's definer is not this user")
+	}
+	key := "park-row-gone-" + rand.Text()
+	held, err := ls[0].Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = held.Unlock(ctx) }()
+	pc, err := gs.take(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gs.put(pc, true)
+	if _, err := pc.conn.ExecContext(ctx, gs.sql.park, key, gs.proc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pc.conn.ExecContext(ctx, gs.sql.unpark, key, gs.proc); err != nil { // the release's take
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var slept dbsql.NullInt64
+	err = pc.conn.QueryRowContext(sctx, gs.sql.sleep, gs.sleepArgs(key, 3600)...).Scan(&slept)
+	if err != nil || slept.Int64 != 0 {
+		t.Fatalf("a park whose row a release took slept (%v, %v), where no release is left to interrupt it", slept.Int64, err)
+	}
+}
