@@ -49,7 +49,10 @@
 // admits a Limited request while its holders and the Limited waiting
 // marks before it are fewer than n, keeps the holders' n on the anchor,
 // and answers any other n or mode with a mismatch, whoever the owner; a
-// quorum of grants is a grant, fenced as a shared one, and a quorum of
+// quorum of grants is a grant, fenced as a shared one (which keeps the
+// holders to n only while the masters admit alike: requests that reach
+// them in different orders can each gather a majority, seen once as 4
+// holders of a Limit(3); docs/guarantees.md), and a quorum of
 // mismatches locker.ErrModeMismatch, everything taken on the way given
 // back. Each Limited holder's release wakes the waiters up to the last
 // that the free slots admit. The scripts need
