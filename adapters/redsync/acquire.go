@@ -107,7 +107,7 @@ func (d *redlock) attempt(ctx context.Context, rs []*driver.Request, q queueArgs
 	}
 	hs := make([]*held, len(rs))
 	for i, r := range rs {
-		hs[i] = &held{d: d, n: nameOf(r), mode: r.Mode, owner: r.Owner, id: newHoldID(), ttl: r.TTL}
+		hs[i] = &held{d: d, n: nameOf(r), mode: r.Mode, owner: r.Owner, id: newHoldID(), ttl: r.TTL, limit: r.Limit}
 		if i == 0 && q.pend != "" { // a master that refuses may yet hand the call a pended hold
 			hs[0] = d.handedHold(r, q.st, q.pend)
 		}
@@ -118,7 +118,7 @@ func (d *redlock) attempt(ctx context.Context, rs []*driver.Request, q queueArgs
 	vs, took := d.sortReplies(res, len(rs))
 	// A round cut short by the caller's end grants nothing: what landed is
 	// undone below, once the calls out replied.
-	if vs[0].got >= d.quorum && ctx.Err() == nil {
+	if vs[0].got >= d.quorumOf(rs[0].Mode, rs[0].Limit) && ctx.Err() == nil {
 		if gs, ok := d.settle(ctx, rs, hs, vs, start); ok {
 			hs[0].late = late // a release waits for the others' replies there
 			d.taken(rs, hs, took, q, late)
@@ -272,9 +272,9 @@ func (d *redlock) refusal(rs []*driver.Request, vs []votes, took time.Duration) 
 			return nil, fmt.Errorf("%w: owner %q holds %q in a mode other than %v", locker.ErrModeMismatch, r.Owner, r.Key, r.Mode)
 		}
 	}
-	if answered := len(d.masters) - len(vs[0].errs); answered < d.quorum {
+	if answered, q := len(d.masters)-len(vs[0].errs), d.quorumOf(rs[0].Mode, rs[0].Limit); answered < q {
 		return nil, locker.Unavailable(fmt.Errorf("redlock: %d of %d masters answered, %d needed: %w",
-			answered, len(d.masters), d.quorum, errors.Join(vs[0].errs...)))
+			answered, len(d.masters), q, errors.Join(vs[0].errs...)))
 	}
 	gs := make([]driver.Grant, len(rs))
 	for i, r := range rs {

@@ -41,7 +41,7 @@
 // subtree's top node with 10,000 intention holders costs no more than
 // with one), and evicting what lapsed as it meets it. A grant, in any
 // mode, needs a quorum of masters granting it, as an exclusive one always
-// did; re-entry is per mode, and an owner asking for its key in another
+// did (a semaphore's, more: below); re-entry is per mode, and an owner asking for its key in another
 // mode is refused with locker.ErrModeMismatch when a quorum says so.
 // Subtree locks (locker.Subtree) are intention holders on a path's
 // ancestors and a holder on the path, taken together. Semaphores
@@ -49,10 +49,11 @@
 // admits a Limited request while its holders and the Limited waiting
 // marks before it are fewer than n, keeps the holders' n on the anchor,
 // and answers any other n or mode with a mismatch, whoever the owner; a
-// quorum of grants is a grant, fenced as a shared one (which keeps the
-// holders to n only while the masters admit alike: requests that reach
-// them in different orders can each gather a majority, seen once as 4
-// holders of a Limit(3); docs/guarantees.md), and a quorum of
+// grant on more than n·N/(n+1) masters is a grant, and a renewal on as
+// many keeps it (a majority would not do: requests that reach the masters
+// in different orders could each gather one, seen once as 4 holders of a
+// Limit(3); so of 5 masters a Limit(2) or (3) needs 4, a Limit(4) or more
+// all 5), fenced as a shared one, and a quorum of
 // mismatches locker.ErrModeMismatch, everything taken on the way given
 // back. Each Limited holder's release wakes the waiters up to the last
 // that the free slots admit. The scripts need

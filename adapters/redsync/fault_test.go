@@ -306,3 +306,41 @@ func (f *timedOut) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 		return err
 	}
 }
+
+// A Limit(2) lease holds on 4 of 5 masters: with two stopped it is
+// refused as unavailable, never granted, where a majority's grant would
+// let 3 hold it (one granted on masters 1-3, one on 3-5, then a third
+// admitted by 1, 2, 4 and 5, each of which saw fewer than 2); with one
+// stopped it is granted, and then the limit holds across the masters.
+func TestFaultLimitNeedsMoreThanAMajority(t *testing.T) {
+	servers, a := faultMasters(t)
+	b, c := lockerOn(t, servers), lockerOn(t, servers)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const key = "fault/limit"
+	servers[3].Stop()
+	servers[4].Stop()
+	if lease, err := a.TryLock(ctx, key, locker.Limit(2)); lease != nil || !errors.Is(err, locker.ErrUnavailable) {
+		t.Fatalf("Limit(2) TryLock on 3 of 5 masters: granted %v, %v; want ErrUnavailable", lease != nil, err)
+	}
+	servers[3].Cont()
+	first, err := a.TryLock(ctx, key, locker.Limit(2))
+	if err != nil {
+		t.Fatalf("Limit(2) TryLock on 4 of 5 masters: %v", err)
+	}
+	servers[4].Cont()
+	servers[0].Stop()
+	second, err := b.TryLock(ctx, key, locker.Limit(2))
+	if err != nil {
+		t.Fatalf("second Limit(2) TryLock on 4 of 5 masters: %v", err)
+	}
+	servers[0].Cont()
+	if lease, err := c.TryLock(ctx, key, locker.Limit(2)); !errors.Is(err, locker.ErrLocked) {
+		t.Fatalf("a third holder of a Limit(2): granted %v, %v; want ErrLocked", lease != nil, err)
+	}
+	for _, l := range []locker.Lease{first, second} {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

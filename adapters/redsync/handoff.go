@@ -130,7 +130,7 @@ func (st *callState) renewBy(r *driver.Request, retry time.Duration) time.Durati
 // handedHold is a hold of r, which pends its holds (handsOff), as id:
 // its release drops every hold r pended, and takes r's marks.
 func (d *redlock) handedHold(r *driver.Request, st *callState, id string) *held {
-	return &held{d: d, n: nameOf(r), mode: r.Mode, owner: r.Owner, id: id, ttl: r.TTL,
+	return &held{d: d, n: nameOf(r), mode: r.Mode, owner: r.Owner, id: id, ttl: r.TTL, limit: r.Limit,
 		call: r.ID, pended: st.pendedIDs(), st: st}
 }
 

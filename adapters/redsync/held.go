@@ -30,6 +30,7 @@ type held struct {
 	st     *callState
 	fence  uint64
 	ttl    time.Duration
+	limit  int // a Limited hold's n, for its quorum (quorumOf)
 	// released: a release of it has begun (no claim for a late grant)
 	released atomic.Bool
 	// late: the replies still to come to the grant's round, if it ended
@@ -41,7 +42,7 @@ type held struct {
 // Refresh extends our records on a quorum (redsync's Extend), re-recording
 // the fence where a master lacks it: valid TTL − drift from the call's start.
 func (h *held) Refresh(ctx context.Context) (time.Duration, error) {
-	if err := h.d.outcome(h.claim(ctx, h.fence, false), 1); err != nil {
+	if err := h.d.outcomeAt(h.d.quorumOf(h.mode, h.limit), h.claim(ctx, h.fence, false), 1); err != nil {
 		return 0, err
 	}
 	return h.ttl - h.d.drift(h.ttl), nil
@@ -124,7 +125,7 @@ func (d *redlock) RefreshBatch(ctx context.Context, hs []driver.Hold) ([]driver.
 	}
 	res := d.round(ctx, least, nil, claimBatchScript, keys, args...)
 	for j, h := range mine {
-		if err := d.outcome(nth(res, len(mine), j), 1); err != nil {
+		if err := d.outcomeAt(d.quorumOf(h.mode, h.limit), nth(res, len(mine), j), 1); err != nil {
 			out[at[j]].Err = err
 		} else {
 			out[at[j]].Valid = h.ttl - d.drift(h.ttl)

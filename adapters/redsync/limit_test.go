@@ -55,7 +55,9 @@ func outcomesAre(t *testing.T, what string, got []int64, want int64) {
 
 // A mismatch answered by a quorum of masters is ErrModeMismatch, and
 // leaves nothing on any master: neither the grants of the others nor a
-// waiting Lock's marks. A minority's mismatch does not refuse.
+// waiting Lock's marks. A minority's mismatch is no ErrModeMismatch: a
+// Limit(2), granted on the other 3 masters, is refused as locked, since
+// it needs 4 (quorumOf).
 func TestLimitMismatchQuorumLeavesNothing(t *testing.T) {
 	ls, clients, _ := prefixedLockers(t, 1)
 	l := ls[0]
@@ -80,12 +82,8 @@ func TestLimitMismatchQuorumLeavesNothing(t *testing.T) {
 			t.Errorf("master %d after the mismatches: %v, want %v", i, live, want[i])
 		}
 	}
-	lease, err := l.TryLock(ctx, "k", locker.Limit(2))
-	if err != nil {
-		t.Fatalf("a Limit(2), mismatched on masters 3-4 only: %v", err)
-	}
-	if err := lease.Unlock(ctx); err != nil {
-		t.Fatal(err)
+	if lease, err := l.TryLock(ctx, "k", locker.Limit(2)); lease != nil || !errors.Is(err, locker.ErrLocked) || errors.Is(err, locker.ErrModeMismatch) {
+		t.Fatalf("a Limit(2), mismatched on masters 3-4 only: granted %v, %v; want ErrLocked", lease != nil, err)
 	}
 }
 

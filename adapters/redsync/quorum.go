@@ -11,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/driver"
 )
 
 // reply is master i's reply to a round.
@@ -195,10 +196,31 @@ func runScript(ctx context.Context, c goredis.UniversalClient, s *goredis.Script
 	return v, err
 }
 
+// quorumOf is how many masters must grant or keep a hold of mode m under
+// Limit n: a majority, and for a Limited hold of n > 1 more than n·N/(n+1)
+// masters. Each master admits at most n Limited holders; n+1 holders on
+// q masters each fill (n+1)·q records, which N masters of n each hold only
+// if (n+1)·q <= n·N: on more, two of them meet on a full master, as two
+// exclusive holders' majorities do. With 5 masters: 3 for n = 1, 4 for
+// n = 2 or 3, all 5 from n = 4. (A majority alone let 4 hold a Limit(3)
+// when their requests reached the masters in different orders.)
+func (d *redlock) quorumOf(m driver.Mode, n int) int {
+	if m != driver.Limited || n < 2 {
+		return d.quorum
+	}
+	N := len(d.masters)
+	return max(d.quorum, min(N, n*N/(n+1)+1))
+}
+
 // outcome is nil if a quorum replied one of ours (the replies that mean
 // the record is ours), ErrNotHeld if too many records are not ours for a
 // quorum, else ErrUnavailable.
 func (d *redlock) outcome(res []result[[]int64], ours ...int64) error {
+	return d.outcomeAt(d.quorum, res, ours...)
+}
+
+// outcomeAt is outcome for a quorum of q masters (quorumOf).
+func (d *redlock) outcomeAt(q int, res []result[[]int64], ours ...int64) error {
 	errs, ok := nodeErrs(res), 0
 	for _, r := range res {
 		if r.err == nil && len(r.v) > 0 && slices.Contains(ours, r.v[0]) { // none from a master not asked
@@ -206,9 +228,9 @@ func (d *redlock) outcome(res []result[[]int64], ours ...int64) error {
 		}
 	}
 	switch {
-	case ok >= d.quorum:
+	case ok >= q:
 		return nil
-	case len(d.masters)-ok-len(errs) > len(d.masters)-d.quorum:
+	case len(d.masters)-ok-len(errs) > len(d.masters)-q:
 		return locker.ErrNotHeld
 	default:
 		return locker.Unavailable(errors.Join(errs...))

@@ -7,6 +7,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/locker-go/locker/driver"
 	"github.com/locker-go/locker/internal/testenv"
 )
 
@@ -77,4 +78,22 @@ func TestRoundEndsItsCallsWithoutKeep(t *testing.T) {
 		t.Fatal("a round without keep left late replies")
 	}
 	testenv.Signalled(t, ended, "the call's end with its caller's ctx")
+}
+
+// A Limited grant needs more than n·N/(n+1) masters, so that n+1 holders
+// cannot each gather it while every master admits at most n; a majority
+// for any other mode, and for Limit(1), which excludes as Exclusive does.
+func TestQuorumOfALimit(t *testing.T) {
+	for _, tc := range []struct{ masters, n, want int }{
+		{5, 1, 3}, {5, 2, 4}, {5, 3, 4}, {5, 4, 5}, {5, 10, 5},
+		{3, 1, 2}, {3, 2, 3}, {3, 5, 3}, {7, 2, 5}, {7, 3, 6},
+	} {
+		d := &redlock{masters: make([]*master, tc.masters), quorum: tc.masters/2 + 1}
+		if got := d.quorumOf(driver.Limited, tc.n); got != tc.want {
+			t.Errorf("%d masters, Limit(%d): quorum %d, want %d", tc.masters, tc.n, got, tc.want)
+		}
+		if got := d.quorumOf(driver.Shared, tc.n); got != d.quorum {
+			t.Errorf("%d masters, Shared: quorum %d, want the majority %d", tc.masters, got, d.quorum)
+		}
+	}
 }

@@ -172,7 +172,7 @@ func (d *redlock) claimFence(ctx context.Context, f uint64, h *held) (uint64, er
 // until enough of what refused it lapses for a quorum to be free.
 func (d *redlock) retryIn(r *driver.Request, v *votes, took time.Duration) time.Duration {
 	var retry time.Duration // a split vote, or time ran out: try again at once
-	if need := d.quorum - v.got; need > 0 && need <= len(v.pttls) {
+	if need := d.quorumOf(r.Mode, r.Limit) - v.got; need > 0 && need <= len(v.pttls) {
 		slices.Sort(v.pttls)
 		retry = max(v.pttls[need-1], 0)
 	}
