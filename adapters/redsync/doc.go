@@ -41,8 +41,9 @@
 // subtree's top node with 10,000 intention holders costs no more than
 // with one), and evicting what lapsed as it meets it. A grant, in any
 // mode, needs a quorum of masters granting it, as an exclusive one always
-// did (a semaphore's, more: below); re-entry is per mode, and an owner asking for its key in another
-// mode is refused with locker.ErrModeMismatch when a quorum says so.
+// did (a semaphore's, more: below); re-entry is per mode, and an owner
+// asking for its key in another mode is refused with
+// locker.ErrModeMismatch when a quorum says so.
 // Subtree locks (locker.Subtree) are intention holders on a path's
 // ancestors and a holder on the path, taken together. Semaphores
 // (locker.Limit, driver.Limiter) are a fifth mode, Limited: each master
