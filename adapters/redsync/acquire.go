@@ -118,7 +118,7 @@ func (d *redlock) attempt(ctx context.Context, rs []*driver.Request, q queueArgs
 	vs, took := d.sortReplies(res, len(rs))
 	// A round cut short by the caller's end grants nothing: what landed is
 	// undone below, once the calls out replied.
-	if vs[0].got >= d.quorumOf(rs[0].Mode, rs[0].Limit) && ctx.Err() == nil {
+	if vs[0].got >= d.quorumFor(rs) && ctx.Err() == nil {
 		if gs, ok := d.settle(ctx, rs, hs, vs, start); ok {
 			hs[0].late = late // a release waits for the others' replies there
 			d.taken(rs, hs, took, q, late)
@@ -272,7 +272,7 @@ func (d *redlock) refusal(rs []*driver.Request, vs []votes, took time.Duration) 
 			return nil, fmt.Errorf("%w: owner %q holds %q in a mode other than %v", locker.ErrModeMismatch, r.Owner, r.Key, r.Mode)
 		}
 	}
-	if answered, q := len(d.masters)-len(vs[0].errs), d.quorumOf(rs[0].Mode, rs[0].Limit); answered < q {
+	if answered, q := len(d.masters)-len(vs[0].errs), d.quorumFor(rs); answered < q {
 		return nil, locker.Unavailable(fmt.Errorf("redlock: %d of %d masters answered, %d needed: %w",
 			answered, len(d.masters), q, errors.Join(vs[0].errs...)))
 	}

@@ -212,6 +212,16 @@ func (d *redlock) quorumOf(m driver.Mode, n int) int {
 	return max(d.quorum, min(N, n*N/(n+1)+1))
 }
 
+// quorumFor is the quorum that grants all of rs: the largest of theirs
+// (quorumOf), as a batch is granted whole or not at all.
+func (d *redlock) quorumFor(rs []*driver.Request) int {
+	q := d.quorum
+	for _, r := range rs {
+		q = max(q, d.quorumOf(r.Mode, r.Limit))
+	}
+	return q
+}
+
 // outcome is nil if a quorum replied one of ours (the replies that mean
 // the record is ours), ErrNotHeld if too many records are not ours for a
 // quorum, else ErrUnavailable.
