@@ -235,10 +235,9 @@ func (d *redlock) unmarkWhereNot(rs []*driver.Request, took []bool) {
 // quorum of masters granted it afresh with one counter: its fence is
 // then settled (see fence), whatever the others reply, so the attempt
 // need not wait for the slowest masters. nil for any other attempt, and
-// for a Limited one: two grants that exclude each other hold a master in
-// common, whenever their calls end, but n+1 Limited ones need not, and
-// the masters admit alike only as their calls come alike (a Limit(3)
-// check saw 4 holders when each went on at a quorum's grant).
+// for a Limited one, which waits for every reply: its grant needs more
+// than a majority (quorumOf), which this count, a majority's, does not
+// know.
 func (d *redlock) grantedAlike(rs []*driver.Request) func([]result[[]int64]) bool {
 	if len(rs) != 1 || rs[0].Reentrant || rs[0].Mode == driver.Limited {
 		return nil
