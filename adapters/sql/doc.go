@@ -81,26 +81,30 @@
 // locker_locks_grant_v3 and locker_locks_release_v3, which need CREATE
 // ROUTINE once and EXECUTE: without them, the transaction serves every
 // call, as correct and slower). On Postgres the Exclusive release and
-// expiry take the same lock, in locker_locks_xrelease_v6 and
+// expiry take the same lock, in locker_locks_xrelease_v7 and
 // locker_locks_xexpire_v1, so that the waiters they serve include a
 // Shared one placed while they ran.
 //
 // # Semaphores
 //
 // The driver keeps limits (driver.Limiter): a locker.Limit(n) request is
-// decided in the modal transaction by driver.Limiter's rule, never by the
-// fast lane's routines (which decline it, and decline a Shared request
-// meeting Limited holders). Its holders are rows of the holders table in
+// decided by driver.Limiter's rule, on Postgres in one call of a function
+// of its own (locker_locks_grantlim_v1, which declines a mismatch, a
+// re-entry or lapsed rows to collect, for the modal transaction), and its
+// release too; on MySQL and SQLite in the modal transaction (MySQL's fast
+// lane declines it). The other modes' lane declines a request meeting
+// Limited holders. Its holders are rows of the holders table in
 // mode Limited with lim = n, covered by the header as Shared holders are;
 // a request of another n, a Limited one meeting other holders, or another
 // mode's meeting Limited holders (the Exclusive statements' refusal reads
 // whether they are Limited) fails with locker.ErrModeMismatch, for any
 // owner. A new holder is granted while fewer than n hold, counting the
 // live Limited waiters queued before it, and draws its fence from the
-// table's counter. A release, expiry or abandon wakes the Limited waiters
-// it admits (the first n - holders of them), which look: on Postgres by
-// NOTIFY (the hand-off function too wakes them instead of granting them);
-// where waiters poll, those of its process (up to n at the head of its
+// table's counter. On Postgres a release grants the Limited waiters it
+// admits (the first n - holders of them) in its hand-off function, each
+// told its fence by NOTIFY, as other modes' waiters are; a modal
+// transaction's release, an expiry or an abandon wakes them, and they
+// look; where waiters poll, those of its process (up to n at the head of its
 // queue may look), and on SQLite the first to look takes its slot and
 // hands the process's others admitted then theirs in the same
 // transaction. A polling Limited waiter first reads, taking no lock,
@@ -160,7 +164,7 @@
 // grants the waiters at the head of the queue that it admits (the first
 // writer, or the run of readers), each with its own TTL, and NOTIFYs each
 // its fence, so the waiter holds the key once it hears, with no statement
-// of its own (locker_locks_handoff_v4); a waiter in the releasing
+// of its own (locker_locks_handoff_v5); a waiter in the releasing
 // process has its grant from the release's answer, without waiting for
 // the NOTIFY to come round. Its lease's validity counts from
 // the start of its last attempt that found it waiting; should the

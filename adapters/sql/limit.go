@@ -10,20 +10,22 @@ import (
 )
 
 // Semaphores (driver.Limiter, locker.Limit): a Limited request takes the
-// modal path in every dialect, decided in Go (modeState.decide) in the
-// modal transaction; the fast lane never grants or releases one
-// (grantFast, releaseFast). Its holders are rows of the holders table in
+// modal path, decided in Go (modeState.decide) in the modal transaction,
+// except on Postgres, whose fast lane grants, refuses and releases one by
+// the same rule in one call (grantLimited, releaseFast), declining what
+// the transaction must decide. Its holders are rows of the holders table in
 // mode Limited, each with the key's n in its lim column, so that a request
 // of another n meets it (rule 2); waiters keep their n in the queue's lim
 // column, so that a release that leaves no holder knows how many of them
 // it admits. The lock table's header covers Limited holders as it does
 // Shared ones: an Exclusive statement finds the key held, and its
-// refusal's read says that Limited holders hold (ErrModeMismatch). A
-// release wakes the Limited waiters it admits rather than granting them
-// (Postgres's hand-off function too): where a process's gate serializes
-// its transactions (SQLite), the first to look takes its slot and hands
-// this process's others admitted then theirs, so that slots freed by
-// releases in a row are granted together, not one transaction apart.
+// refusal's read says that Limited holders hold (ErrModeMismatch).
+// Postgres's hand-off function grants the Limited waiters a release
+// admits, as it grants the other modes'. Elsewhere a release wakes them
+// rather than granting them: where a process's gate serializes its
+// transactions (SQLite), the first to look takes its slot and hands this
+// process's others admitted then theirs, so that slots freed by releases
+// in a row are granted together, not one transaction apart.
 
 // KeepsLimits declares that Acquire grants Limited requests by the rule
 // driver.Limiter states.

@@ -355,11 +355,12 @@ func TestLocalQueueLimitedRun(t *testing.T) {
 	}
 }
 
-// Postgres's hand-off (locker_locks_handoff_v4, run here by an Exclusive
-// release) grants no Limited waiter: it wakes those it admits, the first
-// n of them (n: the first one's Limit, no Limited holder being left), and
-// leaves their places for them to look.
-func TestLimitHandoffWakes(t *testing.T) {
+// Postgres's hand-off (locker_locks_handoff_v5, run here by an Exclusive
+// release) grants the Limited waiters it admits, the first n of them (n:
+// their Limit, no Limited holder being left), each told its fence by its
+// notification, and leaves the others' places: the third waiter of a
+// Limit(2) is neither granted nor woken.
+func TestLimitHandoffGrants(t *testing.T) {
 	l := openLimit(t, testenv.URL(t, "LOCKER_TEST_POSTGRES").String())
 	d, ctx := driverOf(l), t.Context()
 	key := "limit-handoff-" + rand.Text()
@@ -367,6 +368,7 @@ func TestLimitHandoffWakes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var tokens []string
 	var woken []<-chan struct{}
 	for i := range 3 { // a Limit(2)'s three waiters, as if placed behind the exclusive holder
 		token := key + "-" + string(rune('a'+i))
@@ -375,16 +377,21 @@ func TestLimitHandoffWakes(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(stop)
-		woken = append(woken, wake)
+		tokens, woken = append(tokens, token), append(woken, wake)
 		if _, err := d.db.ExecContext(ctx, `INSERT INTO locker_locks_queue ("key", token, mode, expires_at, owner, ttl, lim)
 VALUES ($1, $2, 4, clock_timestamp() + interval '30 seconds', $2, 30000, 2)`, key, token); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { _, _ = d.db.Exec(`DELETE FROM locker_locks_queue WHERE "key" = $1`, key) })
+	t.Cleanup(func() {
+		_, _ = d.db.Exec(`DELETE FROM locker_locks_queue WHERE "key" = $1`, key)
+		_, _ = d.db.Exec(`DELETE FROM locker_locks_hold WHERE "key" = $1`, key)
+		_, _ = d.db.Exec(`DELETE FROM locker_locks WHERE "key" = $1`, key)
+	})
 	if err := x.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
+	fences := map[uint64]bool{}
 	for i, wake := range woken {
 		wait := 2 * time.Second
 		if i == 2 {
@@ -399,13 +406,20 @@ VALUES ($1, $2, 4, clock_timestamp() + interval '30 seconds', $2, 30000, 2)`, ke
 			if i < 2 {
 				t.Errorf("waiter %d of a Limit(2) not woken by the release", i+1)
 			}
+			continue
+		}
+		if g, ok := d.handoffs.take(tokens[i]); !ok || g.fence <= x.Fence() || fences[g.fence] {
+			t.Errorf("waiter %d woken with grant %v (%v), want a fence of its own above %d", i+1, g.fence, ok, x.Fence())
+		} else {
+			fences[g.fence] = true
 		}
 	}
 	var holders int
-	if err := d.db.QueryRowContext(ctx, `SELECT count(*) FROM locker_locks_hold WHERE "key" = $1`, key).Scan(&holders); err != nil {
+	if err := d.db.QueryRowContext(ctx, `SELECT count(*) FROM locker_locks_hold WHERE "key" = $1 AND mode = 4 AND lim = 2
+AND owner IN ($2, $3)`, key, tokens[0], tokens[1]).Scan(&holders); err != nil {
 		t.Fatal(err)
 	}
-	if n := places(t, l, key); holders != 0 || n != 3 {
-		t.Errorf("after the release: %d holders, %d places; want none granted, the 3 places kept", holders, n)
+	if n := places(t, l, key); holders != 2 || n != 1 {
+		t.Errorf("after the release: %d holders, %d places; want the first two granted, the third's place kept", holders, n)
 	}
 }

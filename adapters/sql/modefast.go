@@ -21,20 +21,25 @@ import (
 // (modeQueries.lock), so the two interleave safely; it declines (NULL),
 // changing nothing, whatever it does not handle (a re-entry, a lapsed row
 // to collect, a live Exclusive holder, a hold it cannot find live, a
-// Limited holder), and the transaction runs as before, as database/sql's
-// driver.ErrSkip does. Limited requests and holds never take the lane
-// (limit.go): the transaction decides them.
+// holder of another mode or Limit), and the transaction runs as before,
+// as database/sql's driver.ErrSkip does. Limited requests and holds take
+// the lane only where it has a grant of their own (grantLimited:
+// Postgres); elsewhere the transaction decides them (limit.go).
 
 // grantFast is one fast attempt of r: ok false if the lane declined or
 // there is none. Postgres's also refuses (a negative answer: the ms to
 // wait), keeping a queued call's place.
 func grantFast(ctx context.Context, d *sqlDriver, r *driver.Request) (g driver.Grant, ok bool, err error) {
-	if d.mq.grantFast.q == "" || d.laneOff.Load() || r.Mode == driver.Exclusive || r.Mode == driver.Limited {
+	if d.mq.grantFast.q == "" || d.laneOff.Load() || r.Mode == driver.Exclusive || !d.laneTakes(r.Mode) {
 		return driver.Grant{}, false, nil
 	}
 	var fence dbsql.NullInt64
 	start := time.Now()
-	err = row(d.mq.grantFast.row(ctx, d.db, r.Key, r.Owner, r.ID, int(r.Mode), compatible(r.Mode), r.TTL.Milliseconds(), modalToken(r)), &fence)
+	if r.Mode == driver.Limited {
+		err = row(d.mq.grantLimited.row(ctx, d.db, r.Key, r.Owner, r.ID, r.TTL.Milliseconds(), r.Limit, modalToken(r)), &fence)
+	} else {
+		err = row(d.mq.grantFast.row(ctx, d.db, r.Key, r.Owner, r.ID, int(r.Mode), compatible(r.Mode), r.TTL.Milliseconds(), modalToken(r)), &fence)
+	}
 	switch {
 	case err != nil || !fence.Valid:
 		return driver.Grant{}, false, d.offLane(err)
@@ -55,12 +60,18 @@ func grantFast(ctx context.Context, d *sqlDriver, r *driver.Request) (g driver.G
 // first waiter may go now (3, where waiters poll: the lane wakes nobody,
 // Release wakes this process's run of waiters, which look).
 func releaseFast(ctx context.Context, h *hold) (done, freed bool, err error) {
-	if h.d.mq.releaseFast.q == "" || h.d.laneOff.Load() || h.fence == 0 || h.mode == driver.Limited {
+	if h.d.mq.releaseFast.q == "" || h.d.laneOff.Load() || h.fence == 0 || !h.d.laneTakes(h.mode) {
 		return false, false, nil // fence 0 (Abandon's): any of the owner's, the transaction's to find
 	}
 	var n dbsql.NullInt64
 	err = row(h.d.mq.releaseFast.row(ctx, h.d.db, h.key, h.owner, int(h.mode), int64(h.fence), h.id), &n)
 	return n.Valid, n.Int64 >= 2, h.d.offLane(err)
+}
+
+// laneTakes reports whether the lane takes requests and holds of mode
+// m: every mode but Limited, and Limited too where it has grantLimited.
+func (d *sqlDriver) laneTakes(m driver.Mode) bool {
+	return m != driver.Limited || d.mq.grantLimited.q != ""
 }
 
 // offLane turns the lane off for good if err says it is not to be had

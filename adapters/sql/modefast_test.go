@@ -222,3 +222,89 @@ func TestFastLaneUnderAReadMix(t *testing.T) {
 		})
 	}
 }
+
+// On Postgres the lane decides Limited requests too (grantLimited): it
+// grants while fewer than the Limit hold, refuses a full key keeping the
+// caller's place, declines a mismatch or a re-entry changing nothing, and
+// releases a Limited hold, whose release hands the slot to the first
+// place. Where the lane has no Limited grant (MySQL), a Limited request
+// does not take it.
+func TestFastLaneLimited(t *testing.T) {
+	l := openLimit(t, testenv.URL(t, "LOCKER_TEST_POSTGRES").String())
+	d, ctx := driverOf(l), t.Context()
+	key := "fast-limit-" + rand.Text()
+	req := func(owner string, n int) *driver.Request {
+		return &driver.Request{Key: key, Owner: owner, ID: owner + "-" + rand.Text(), Mode: driver.Limited, Limit: n, TTL: time.Minute}
+	}
+	holders := func(want int) {
+		t.Helper()
+		var n int
+		if err := d.db.QueryRowContext(ctx, `SELECT count(*) FROM locker_locks_hold WHERE "key" = $1`, key).Scan(&n); err != nil || n != want {
+			t.Fatalf("%d holders (%v), want %d", n, err, want)
+		}
+	}
+	grant := func(r *driver.Request) *hold {
+		t.Helper()
+		g, ok, err := grantFast(ctx, d, r)
+		if err != nil || !ok || g.Hold == nil {
+			t.Fatalf("%s asks a Limit(%d): %v, lane %v (%v), want a grant", r.Owner, r.Limit, g.Hold, ok, err)
+		}
+		return g.Hold.(*hold)
+	}
+	a := grant(req("a", 2))
+	// A Limited waiter queued (as if refused before): a newcomer counts it.
+	w := key + "-w"
+	if _, err := d.db.ExecContext(ctx, `INSERT INTO locker_locks_queue ("key", token, mode, expires_at, owner, ttl, lim)
+VALUES ($1, $2, 4, clock_timestamp() + interval '30 seconds', $2, 30000, 2)`, key, w); err != nil {
+		t.Fatal(err)
+	}
+	if g, ok, err := grantFast(ctx, d, req("b", 2)); err != nil || !ok || g.Hold != nil {
+		t.Fatalf("a Limit(2) with one holder and one waiter before it: %v, lane %v (%v); want refused", g.Hold, ok, err)
+	}
+	if _, err := d.db.ExecContext(ctx, `DELETE FROM locker_locks_queue WHERE "key" = $1`, key); err != nil {
+		t.Fatal(err)
+	}
+	b := grant(req("b", 2))
+	if b.fence <= a.fence {
+		t.Fatalf("fences %d then %d: not rising", a.fence, b.fence)
+	}
+	c := req("c", 2)
+	c.Queue = true
+	if g, ok, err := grantFast(ctx, d, c); err != nil || !ok || g.Hold != nil || g.Retry <= 0 {
+		t.Fatalf("a third of a Limit(2): %v, retry %v, lane %v (%v); want refused by the lane", g.Hold, g.Retry, ok, err)
+	}
+	if n := places(t, l, key); n != 1 {
+		t.Fatalf("%d places, want the refused call's", n)
+	}
+	for _, r := range []*driver.Request{req("d", 3), req("a", 2)} { // a mismatch, a re-entry
+		if g, ok, err := grantFast(ctx, d, r); err != nil || ok || g.Hold != nil {
+			t.Fatalf("%s asks a Limit(%d): %v, lane %v (%v); want declined", r.Owner, r.Limit, g.Hold, ok, err)
+		}
+	}
+	holders(2)
+	if n := places(t, l, key); n != 1 {
+		t.Fatalf("%d places after the declines, want 1", n)
+	}
+	if done, freed, err := releaseFast(ctx, a); !done || freed || err != nil {
+		t.Fatalf("release of a: done %v freed %v (%v)", done, freed, err)
+	}
+	holders(2) // b, and c handed a's slot
+	if n := places(t, l, key); n != 0 {
+		t.Fatalf("%d places after the release, want c's taken by its grant", n)
+	}
+	g, err := d.Acquire(ctx, c) // c heard nothing (it did not listen): it finds its hold
+	if err != nil || g.Hold == nil || g.Fence <= b.fence {
+		t.Fatalf("c's attempt: %v fence %d (%v), want the grant handed to it, above %d", g.Hold, g.Fence, err, b.fence)
+	}
+	for _, h := range []*hold{b, g.Hold.(*hold)} {
+		if done, _, err := releaseFast(ctx, h); !done || err != nil {
+			t.Fatalf("release: done %v (%v)", done, err)
+		}
+	}
+	holders(0)
+
+	my := openLimit(t, testenv.URL(t, "LOCKER_TEST_MYSQL").String())
+	if g, ok, err := grantFast(ctx, driverOf(my), req("e", 2)); ok || err != nil || g.Hold != nil {
+		t.Fatalf("MySQL's lane took a Limited request: %v, lane %v (%v)", g.Hold, ok, err)
+	}
+}

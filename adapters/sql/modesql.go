@@ -39,8 +39,11 @@ type modeQueries struct {
 	// ($1 key, $2 owner, $3 id, $4 mode, $5 compatible modes, $6 ttl ms,
 	// $7 the call's place or "") returns the new fence, releaseFast ($1 key, $2 owner, $3 mode,
 	// $4 fence, $5 id) 1, or 2 if the key is free, or 3 if waiters may go
-	// (MySQL; Postgres wakes them itself); NULL: declined.
-	grantFast, releaseFast stmt
+	// (MySQL; Postgres wakes them itself); NULL: declined. grantLimited
+	// ($1 key, $2 owner, $3 id, $4 ttl ms, $5 Limit, $6 the call's place
+	// or "") is grantFast's for a Limited request, where the lane decides
+	// them (Postgres), and its releaseFast then releases Limited holds.
+	grantFast, releaseFast, grantLimited stmt
 }
 
 // newModeQueries fills in the modal statements with fill, and with the

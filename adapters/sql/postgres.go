@@ -35,6 +35,7 @@ func pgDialect(table string) *dialect {
 		`SELECT nextval('"{tn}_fence"')`, "", `SELECT pg_notify('{tn}', w) FROM unnest(string_to_array($1, ' ')) w`,
 		`INSERT INTO {q} ("key", token, mode, expires_at, owner, ttl, lim) VALUES ($1, $2, $3, {now} + $4{ms}, $6, $4, $5)`)
 	mq.grantFast, mq.releaseFast = newStmt(fill(pgGrantFast), false), newStmt(fill(pgReleaseFast), false)
+	mq.grantLimited = newStmt(fill(pgGrantLimited), false)
 	return &dialect{
 		mq: mq,
 		q: queries{
@@ -46,7 +47,7 @@ func pgDialect(table string) *dialect {
 			refreshBatch:  fill(pgRefreshBatch),
 			release:       fill(pgRelease),
 			expire:        fill(pgExpire),
-			releaseLane:   fill(`SELECT * FROM "{tn}_xrelease_v6"($1, $2, $3, $4)`),
+			releaseLane:   fill(`SELECT * FROM "{tn}_xrelease_v7"($1, $2, $3, $4)`),
 			expireLane:    fill(`SELECT * FROM "{tn}_xexpire_v1"($1, $2, $3)`),
 			status:        fill(pgInfo + byKey),
 			list:          fill(pgInfo + byPrefix),

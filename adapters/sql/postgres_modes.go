@@ -7,9 +7,10 @@ package sql
 // what the modal transaction would read. Versioned by name: a changed body
 // is a new function, and a process of the older version keeps its own.
 const (
-	pgGrantFast   = `SELECT "{tn}_grant_v6"($1, $2, $3, $4, $5, $6, $7)`
-	pgReleaseFast = `SELECT "{tn}_release_v8"($1, $2, $3, $4, $5)`
-	pgModeFuncs   = `
+	pgGrantFast    = `SELECT "{tn}_grant_v6"($1, $2, $3, $4, $5, $6, $7)`
+	pgGrantLimited = `SELECT "{tn}_grantlim_v1"($1, $2, $3, $4, $5, $6)`
+	pgReleaseFast  = `SELECT "{tn}_release_v9"($1, $2, $3, $4, $5)`
+	pgModeFuncs    = `
 CREATE OR REPLACE FUNCTION "{tn}_grant_v6"(k text, o text, id text, m integer, compat integer, ttl bigint, tok text)
 RETURNS bigint LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -66,12 +67,9 @@ BEGIN
 	END IF;
 	RETURN f;
 END $fn$;
-CREATE OR REPLACE FUNCTION "{tn}_release_v8"(k text, o text, m integer, f bigint, id text)
+CREATE OR REPLACE FUNCTION "{tn}_release_v9"(k text, o text, m integer, f bigint, id text)
 RETURNS integer LANGUAGE plpgsql AS $fn$
 BEGIN
-	IF m = 4 THEN -- Limited: the transaction's
-		RETURN NULL;
-	END IF;
 	PERFORM pg_advisory_xact_lock(hashtext('{tn}'), hashtext(k));
 	IF NOT EXISTS (SELECT 1 FROM {t} WHERE "key" = k AND owner = '' AND expires_at > {now}) THEN
 		RETURN NULL;
@@ -88,9 +86,64 @@ BEGIN
 	IF m = 1 AND EXISTS (SELECT 1 FROM {h} WHERE "key" = k AND mode = 1 AND expires_at > {now}) THEN
 		RETURN 1;
 	END IF;
-	RETURN "{tn}_released_v4"(k); -- the rest: the header and the hand-off (the lock is re-entrant)
+	RETURN "{tn}_released_v5"(k); -- the rest: the header and the hand-off (the lock is re-entrant)
 END $fn$;
-CREATE OR REPLACE FUNCTION "{tn}_released_v4"(k text)
+-- A Limited request (limit.go) of Limit n: granted while fewer than n
+-- live holders and Limited waiters before its place take the key's slots
+-- (modeState.decideLimited); else refused, keeping its place, for as long
+-- as the first of them lasts. Declined: an Exclusive holder, a holder of
+-- another mode or Limit (a mismatch), a re-entry, lapsed rows to collect.
+CREATE OR REPLACE FUNCTION "{tn}_grantlim_v1"(k text, o text, id text, ttl bigint, n integer, tok text)
+RETURNS bigint LANGUAGE plpgsql AS $fn$
+DECLARE
+	f bigint;
+	e timestamptz;
+	decline boolean;
+	taken integer;
+	wait bigint;
+	ahead integer;
+	qwait bigint;
+	mine bigint;
+BEGIN
+	PERFORM pg_advisory_xact_lock(hashtext('{tn}'), hashtext(k));
+	IF EXISTS (SELECT 1 FROM {t} WHERE "key" = k AND owner <> '' AND expires_at > {now}) THEN
+		RETURN NULL;
+	END IF;
+	SELECT bool_or(owner = o OR expires_at <= {now} OR mode <> 4 OR lim <> n), count(*), min({left})
+		INTO decline, taken, wait FROM {h} WHERE "key" = k;
+	IF decline THEN
+		RETURN NULL;
+	END IF;
+	IF tok <> '' THEN
+		SELECT seq INTO mine FROM {q} WHERE "key" = k AND token = tok;
+	END IF;
+	SELECT bool_or(expires_at <= {now}), count(*) FILTER (WHERE mode = 4 AND seq < coalesce(mine, 9223372036854775807)),
+		min({left}) FILTER (WHERE mode = 4 AND seq < coalesce(mine, 9223372036854775807))
+		INTO decline, ahead, qwait FROM {q} WHERE "key" = k AND token <> tok;
+	IF decline THEN
+		RETURN NULL;
+	END IF;
+	IF taken + ahead >= n THEN
+		IF tok = '' THEN
+			NULL;
+		ELSIF mine IS NULL THEN
+			INSERT INTO {q} ("key", token, mode, expires_at, owner, ttl, lim) VALUES (k, tok, 4, {now} + ttl{ms}, o, ttl, n);
+		ELSE
+			UPDATE {q} w SET mode = 4, lim = n, expires_at = {now} + ttl{ms} WHERE w."key" = k AND w.token = tok;
+		END IF;
+		RETURN -greatest(least(wait, qwait), 1);
+	END IF;
+	f := nextval('"{tn}_fence"');
+	e := {now} + ttl{ms};
+	INSERT INTO {h} ("key", owner, mode, fence, holds, ids, expires_at, lim) VALUES (k, o, 4, f, 1, ' ' || id || ' ', e, n);
+	INSERT INTO {t} AS l ("key", owner, fence, holds, ids, expires_at) VALUES (k, '', f, 1, ' ', e)
+		ON CONFLICT ("key") DO UPDATE SET owner = '', fence = f, holds = 1, ids = ' ', expires_at = GREATEST(l.expires_at, e);
+	IF mine IS NOT NULL THEN
+		DELETE FROM {q} WHERE "key" = k AND token = tok;
+	END IF;
+	RETURN f;
+END $fn$;
+CREATE OR REPLACE FUNCTION "{tn}_released_v5"(k text)
 RETURNS integer LANGUAGE plpgsql AS $fn$
 DECLARE
 	e timestamptz;
@@ -103,7 +156,7 @@ BEGIN
 	ELSE
 		UPDATE {t} SET fence = top, expires_at = e WHERE "key" = k AND owner = '';
 	END IF;
-	PERFORM "{tn}_handoff_v4"(k);
+	PERFORM "{tn}_handoff_v5"(k);
 	RETURN CASE WHEN e IS NULL THEN 2 ELSE 1 END;
 END $fn$;`
 
@@ -114,7 +167,7 @@ END $fn$;`
 	// release's statement waited was not woken, and waited seconds for its
 	// fallback.)
 	pgExclusiveFuncs = `;
-CREATE OR REPLACE FUNCTION "{tn}_xrelease_v6"(k text, o text, f bigint, id text)
+CREATE OR REPLACE FUNCTION "{tn}_xrelease_v7"(k text, o text, f bigint, id text)
 RETURNS TABLE (r_deleted bigint, r_decremented bigint, r_granted text, r_exists boolean) LANGUAGE plpgsql AS $fn$
 DECLARE
 	dd bigint;
@@ -128,7 +181,7 @@ BEGIN
 		-- Places are taken under the key's lock, which this holds: with
 		-- none, the hand-off would grant and wake nobody.
 		IF EXISTS (SELECT 1 FROM {q} WHERE "key" = k) THEN
-			g := "{tn}_handoff_v4"(k);
+			g := "{tn}_handoff_v5"(k);
 		END IF;
 	ELSE
 		UPDATE {t} SET holds = holds - 1, ids = replace(ids, ' ' || id || ' ', ' ')
@@ -156,16 +209,16 @@ END $fn$;` + pgHandoffFunc
 	// (Abandon) is not granted; one that leaves after finds its grant and
 	// releases it by its ID. Each waiter is checked against a mask of the
 	// modes held, kept as it grants, and the modal header is written once
-	// after the run. Limited waiters (mode 4) are not handed the key: the
-	// ones it admits, while no other mode holds, up to the key's Limit
-	// (its Limited holders', else the first such waiter's) counting the
-	// Limited holders, are woken by their tokens, and look (limit.go); the
-	// other modes' waiters behind a Limited holder or waiter are not
-	// admitted. It returns the grants as their notifications carry them,
+	// after the run. Limited waiters (mode 4) are granted while no other
+	// mode holds, up to the key's Limit (its Limited holders', else the
+	// first such waiter's) counting the Limited holders; one of another
+	// Limit, or that it cannot grant here, is woken by its token and looks
+	// (limit.go); the other modes' waiters behind a Limited holder or
+	// waiter are not admitted. It returns the grants as their notifications carry them,
 	// "token fence", separated by commas, so that a release can hand them
 	// to its own process's waiters at once (pgHandedHere).
 	pgHandoffFunc = `
-CREATE OR REPLACE FUNCTION "{tn}_handoff_v4"(k text)
+CREATE OR REPLACE FUNCTION "{tn}_handoff_v5"(k text)
 RETURNS text LANGUAGE plpgsql AS $fn$
 DECLARE
 	granted text := '';
@@ -189,9 +242,21 @@ BEGIN
 			EXIT WHEN (held & ~16) <> 0; -- another mode holds: it would meet a mismatch
 			lims := coalesce(lims, greatest(w.lim, 1));
 			EXIT WHEN nl >= lims;
-			PERFORM pg_notify('{tn}', w.token);
 			nl := nl + 1;
 			held := held | 16;
+			IF w.owner = '' OR w.ttl <= 0 OR w.lim <> lims OR EXISTS (SELECT 1 FROM {h} WHERE "key" = k AND owner = w.owner) THEN
+				PERFORM pg_notify('{tn}', w.token); -- it looks, and meets what keeps it out
+				CONTINUE;
+			END IF;
+			DELETE FROM {q} WHERE "key" = k AND token = w.token;
+			CONTINUE WHEN NOT FOUND;
+			f := nextval('"{tn}_fence"');
+			e := {now} + w.ttl{ms};
+			INSERT INTO {h} ("key", owner, mode, fence, holds, ids, expires_at, lim) VALUES (k, w.owner, 4, f, 1, ' ' || w.token || ' ', e, lims);
+			top := f;
+			last := GREATEST(last, e);
+			PERFORM pg_notify('{tn}', w.token || ' ' || f);
+			granted := granted || w.token || ' ' || f || ',';
 			CONTINUE;
 		END IF;
 		CONTINUE WHEN (held & 16) <> 0; -- behind a Limited holder or waiter: not admitted
