@@ -88,12 +88,11 @@
 // # Semaphores
 //
 // The driver keeps limits (driver.Limiter): a locker.Limit(n) request is
-// decided by driver.Limiter's rule, on Postgres in one call of a function
-// of its own (locker_locks_grantlim_v1, which declines a mismatch, a
-// re-entry or lapsed rows to collect, for the modal transaction), and its
-// release too; on MySQL and SQLite in the modal transaction (MySQL's fast
-// lane declines it). The other modes' lane declines a request meeting
-// Limited holders. Its holders are rows of the holders table in
+// decided by driver.Limiter's rule, on Postgres and MySQL in one call of a
+// routine of its own (locker_locks_grantlim_v1, which declines a mismatch,
+// a re-entry or lapsed rows to collect, for the modal transaction), and
+// its release too; on SQLite in the modal transaction. The other modes'
+// lane declines a request meeting Limited holders. Its holders are rows of the holders table in
 // mode Limited with lim = n, covered by the header as Shared holders are;
 // a request of another n, a Limited one meeting other holders, or another
 // mode's meeting Limited holders (the Exclusive statements' refusal reads

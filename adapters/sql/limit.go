@@ -11,9 +11,9 @@ import (
 
 // Semaphores (driver.Limiter, locker.Limit): a Limited request takes the
 // modal path, decided in Go (modeState.decide) in the modal transaction,
-// except on Postgres, whose fast lane grants, refuses and releases one by
-// the same rule in one call (grantLimited, releaseFast), declining what
-// the transaction must decide. Its holders are rows of the holders table in
+// except where the fast lane grants, refuses and releases one by the same
+// rule in one call (grantLimited, releaseFast: Postgres, MySQL), declining
+// what the transaction must decide. Its holders are rows of the holders table in
 // mode Limited, each with the key's n in its lim column, so that a request
 // of another n meets it (rule 2); waiters keep their n in the queue's lim
 // column, so that a release that leaves no holder knows how many of them

@@ -23,20 +23,20 @@ import (
 // to collect, a live Exclusive holder, a hold it cannot find live, a
 // holder of another mode or Limit), and the transaction runs as before,
 // as database/sql's driver.ErrSkip does. Limited requests and holds take
-// the lane only where it has a grant of their own (grantLimited:
-// Postgres); elsewhere the transaction decides them (limit.go).
+// the lane where it has a grant of their own (grantLimited: Postgres,
+// MySQL); elsewhere the transaction decides them (limit.go).
 
 // grantFast is one fast attempt of r: ok false if the lane declined or
-// there is none. Postgres's also refuses (a negative answer: the ms to
-// wait), keeping a queued call's place.
+// there is none. Postgres's, and a Limited request's, also refuses (a
+// negative answer: the ms to wait), keeping a queued call's place.
 func grantFast(ctx context.Context, d *sqlDriver, r *driver.Request) (g driver.Grant, ok bool, err error) {
 	if d.mq.grantFast.q == "" || d.laneOff.Load() || r.Mode == driver.Exclusive || !d.laneTakes(r.Mode) {
 		return driver.Grant{}, false, nil
 	}
-	var fence dbsql.NullInt64
+	var fence, seq dbsql.NullInt64
 	start := time.Now()
 	if r.Mode == driver.Limited {
-		err = row(d.mq.grantLimited.row(ctx, d.db, r.Key, r.Owner, r.ID, r.TTL.Milliseconds(), r.Limit, modalToken(r)), &fence)
+		err = row(d.mq.grantLimited.row(ctx, d.db, r.Key, r.Owner, r.ID, r.TTL.Milliseconds(), r.Limit, modalToken(r)), &fence, &seq)
 	} else {
 		err = row(d.mq.grantFast.row(ctx, d.db, r.Key, r.Owner, r.ID, int(r.Mode), compatible(r.Mode), r.TTL.Milliseconds(), modalToken(r)), &fence)
 	}
@@ -47,6 +47,9 @@ func grantFast(ctx context.Context, d *sqlDriver, r *driver.Request) (g driver.G
 		if modalToken(r) != "" {
 			c := callOf(r)
 			c.placed, c.modalPlace = start, true
+			if d.poll && seq.Int64 > 0 { // as the transaction's refusal (acquireModal)
+				d.place(r, uint64(seq.Int64))
+			}
 		}
 		return driver.Grant{Retry: msDuration(-fence.Int64)}, true, nil
 	}

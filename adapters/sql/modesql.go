@@ -42,7 +42,8 @@ type modeQueries struct {
 	// (MySQL; Postgres wakes them itself); NULL: declined. grantLimited
 	// ($1 key, $2 owner, $3 id, $4 ttl ms, $5 Limit, $6 the call's place
 	// or "") is grantFast's for a Limited request, where the lane decides
-	// them (Postgres), and its releaseFast then releases Limited holds.
+	// them: the fence, or minus the ms to wait and the place's seq; its
+	// releaseFast then releases Limited holds too.
 	grantFast, releaseFast, grantLimited stmt
 }
 

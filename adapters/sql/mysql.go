@@ -33,6 +33,7 @@ func myDialect(table string) *dialect {
 		"SELECT LAST_INSERT_ID()", "UPDATE `{tn}_fence` SET v = LAST_INSERT_ID(v + 1) WHERE id = 1", "",
 		"INSERT INTO {q} (`key`, token, mode, expires_at, lim) VALUES ($1, $2, $3, {now} + $4, $5)")
 	mq.grantFast, mq.releaseFast = stmt{q: fill(myGrantFast)}, stmt{q: fill(myReleaseFast)}
+	mq.grantLimited = stmt{q: fill(myGrantLimited)}
 	return &dialect{
 		mq:        mq,
 		txOptions: &dbsql.TxOptions{Isolation: dbsql.LevelReadCommitted},

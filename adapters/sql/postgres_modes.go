@@ -8,7 +8,7 @@ package sql
 // is a new function, and a process of the older version keeps its own.
 const (
 	pgGrantFast    = `SELECT "{tn}_grant_v6"($1, $2, $3, $4, $5, $6, $7)`
-	pgGrantLimited = `SELECT "{tn}_grantlim_v1"($1, $2, $3, $4, $5, $6)`
+	pgGrantLimited = `SELECT r_fence, coalesce(r_seq, 0) FROM "{tn}_grantlim_v1"($1, $2, $3, $4, $5, $6)`
 	pgReleaseFast  = `SELECT "{tn}_release_v9"($1, $2, $3, $4, $5)`
 	pgModeFuncs    = `
 CREATE OR REPLACE FUNCTION "{tn}_grant_v6"(k text, o text, id text, m integer, compat integer, ttl bigint, tok text)
@@ -90,58 +90,58 @@ BEGIN
 END $fn$;
 -- A Limited request (limit.go) of Limit n: granted while fewer than n
 -- live holders and Limited waiters before its place take the key's slots
--- (modeState.decideLimited); else refused, keeping its place, for as long
--- as the first of them lasts. Declined: an Exclusive holder, a holder of
--- another mode or Limit (a mismatch), a re-entry, lapsed rows to collect.
-CREATE OR REPLACE FUNCTION "{tn}_grantlim_v1"(k text, o text, id text, ttl bigint, n integer, tok text)
-RETURNS bigint LANGUAGE plpgsql AS $fn$
+-- (modeState.decideLimited), r_fence its fence; else refused, keeping its
+-- place (r_seq), r_fence minus the ms until the first of them may lapse.
+-- Declined (r_fence NULL): an Exclusive holder, a holder of another mode
+-- or Limit (a mismatch), a re-entry, lapsed rows to collect.
+CREATE OR REPLACE FUNCTION "{tn}_grantlim_v1"(k text, o text, id text, ttl bigint, n integer, tok text, OUT r_fence bigint, OUT r_seq bigint)
+LANGUAGE plpgsql AS $fn$
 DECLARE
-	f bigint;
 	e timestamptz;
 	decline boolean;
 	taken integer;
 	wait bigint;
 	ahead integer;
 	qwait bigint;
-	mine bigint;
 BEGIN
 	PERFORM pg_advisory_xact_lock(hashtext('{tn}'), hashtext(k));
 	IF EXISTS (SELECT 1 FROM {t} WHERE "key" = k AND owner <> '' AND expires_at > {now}) THEN
-		RETURN NULL;
+		RETURN;
 	END IF;
 	SELECT bool_or(owner = o OR expires_at <= {now} OR mode <> 4 OR lim <> n), count(*), min({left})
 		INTO decline, taken, wait FROM {h} WHERE "key" = k;
 	IF decline THEN
-		RETURN NULL;
+		RETURN;
 	END IF;
 	IF tok <> '' THEN
-		SELECT seq INTO mine FROM {q} WHERE "key" = k AND token = tok;
+		SELECT seq INTO r_seq FROM {q} WHERE "key" = k AND token = tok;
 	END IF;
-	SELECT bool_or(expires_at <= {now}), count(*) FILTER (WHERE mode = 4 AND seq < coalesce(mine, 9223372036854775807)),
-		min({left}) FILTER (WHERE mode = 4 AND seq < coalesce(mine, 9223372036854775807))
+	SELECT bool_or(expires_at <= {now}), count(*) FILTER (WHERE mode = 4 AND seq < coalesce(r_seq, 9223372036854775807)),
+		min({left}) FILTER (WHERE mode = 4 AND seq < coalesce(r_seq, 9223372036854775807))
 		INTO decline, ahead, qwait FROM {q} WHERE "key" = k AND token <> tok;
 	IF decline THEN
-		RETURN NULL;
+		RETURN;
 	END IF;
 	IF taken + ahead >= n THEN
 		IF tok = '' THEN
 			NULL;
-		ELSIF mine IS NULL THEN
-			INSERT INTO {q} ("key", token, mode, expires_at, owner, ttl, lim) VALUES (k, tok, 4, {now} + ttl{ms}, o, ttl, n);
+		ELSIF r_seq IS NULL THEN
+			INSERT INTO {q} ("key", token, mode, expires_at, owner, ttl, lim) VALUES (k, tok, 4, {now} + ttl{ms}, o, ttl, n)
+				RETURNING seq INTO r_seq;
 		ELSE
 			UPDATE {q} w SET mode = 4, lim = n, expires_at = {now} + ttl{ms} WHERE w."key" = k AND w.token = tok;
 		END IF;
-		RETURN -greatest(least(wait, qwait), 1);
+		r_fence := -greatest(least(wait, qwait), 1);
+		RETURN;
 	END IF;
-	f := nextval('"{tn}_fence"');
+	r_fence := nextval('"{tn}_fence"');
 	e := {now} + ttl{ms};
-	INSERT INTO {h} ("key", owner, mode, fence, holds, ids, expires_at, lim) VALUES (k, o, 4, f, 1, ' ' || id || ' ', e, n);
-	INSERT INTO {t} AS l ("key", owner, fence, holds, ids, expires_at) VALUES (k, '', f, 1, ' ', e)
-		ON CONFLICT ("key") DO UPDATE SET owner = '', fence = f, holds = 1, ids = ' ', expires_at = GREATEST(l.expires_at, e);
-	IF mine IS NOT NULL THEN
+	INSERT INTO {h} ("key", owner, mode, fence, holds, ids, expires_at, lim) VALUES (k, o, 4, r_fence, 1, ' ' || id || ' ', e, n);
+	INSERT INTO {t} AS l ("key", owner, fence, holds, ids, expires_at) VALUES (k, '', r_fence, 1, ' ', e)
+		ON CONFLICT ("key") DO UPDATE SET owner = '', fence = r_fence, holds = 1, ids = ' ', expires_at = GREATEST(l.expires_at, e);
+	IF r_seq IS NOT NULL THEN
 		DELETE FROM {q} WHERE "key" = k AND token = tok;
 	END IF;
-	RETURN f;
 END $fn$;
 CREATE OR REPLACE FUNCTION "{tn}_released_v5"(k text)
 RETURNS integer LANGUAGE plpgsql AS $fn$
