@@ -24,6 +24,9 @@ func (d *redlock) Acquire(ctx context.Context, r *driver.Request) (driver.Grant,
 	if g, ok := d.handed(ctx, r, st); ok {
 		return g, nil
 	}
+	if wait := d.handWait(r, st); wait > 0 {
+		return driver.Grant{Retry: wait}, nil
+	}
 	if st.stamp != 0 && st.last > 0 && time.Since(st.marked) < r.TTL/3 &&
 		d.news.behind(hubKey(nameOf(r), r.Mode), r.Mode, st.stamp, r.ID) {
 		// The last release admitted a waiter before it that excludes it:
@@ -152,7 +155,7 @@ func (d *redlock) acquireArgs(rs []*driver.Request, hs []*held, q queueArgs) ([]
 	for i, r := range rs {
 		keys = append(keys, d.records(nameOf(r))...)
 		args = append(args, r.Owner, int(r.Mode), r.TTL.Milliseconds(), hs[i].id, r.Reentrant,
-			q.queue, r.ID, q.stamp, conflicting[r.Mode], r.Limit, d.handTo(q))
+			q.queue, r.ID, q.stamp, conflicting[r.Mode], r.Limit, d.handTo(q, r))
 	}
 	return keys, args
 }

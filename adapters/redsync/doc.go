@@ -117,7 +117,13 @@
 // script, so that a master whose release comes late hands the key to the
 // next waiter instead. A mark not renewed for half its TTL is not handed the key (a
 // waiter renews it every TTL/3): a dead waiter's keeps the key from the
-// others no longer than before, until it lapses. Any other waiter keeps
+// others no longer than before, until it lapses. A Limited holder's
+// release hands its slot the same way, to the first mark if it is a
+// Limited call's of the holders' Limit and the slot is the key's last free
+// one (with more free, the waiters look); the waiter holds it once more
+// than n·N/(n+1) masters handed it (quorumOf, as for any Limited grant),
+// woken as their copies come, and attempts as before if a copy is still
+// missing 5 ms after the first. Any other waiter keeps
 // to the protocol above. With Redis ACLs, a user needs the hand-off
 // channels, "<prefix>h:*", beside the release channels, "<prefix>r*".
 //

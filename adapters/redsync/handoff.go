@@ -31,7 +31,12 @@ import (
 // before it are never taken. A release of the handed hold, or the call's
 // end without one (Abandon), takes the call's marks in the same script,
 // so that a master yet to hand the hold (its release late) hands the key
-// to the next waiter instead.
+// to the next waiter instead. A waiting Limited call pends its hold too,
+// its driver id naming its Limit, and a Limited holder's release hands
+// its slot as an Exclusive one hands the key, where the slot is the last
+// free one (handoffLimited); the call holds it on quorumOf's count of
+// masters, more than a release's quorum, so later copies wake it again
+// (news.heard) and it waits for them up to handSpread (handWait).
 
 // pending is the hold the last refused attempt of a call pended.
 type pending struct {
@@ -46,14 +51,15 @@ type handCopy struct {
 	master  int
 	counter uint64
 	pended  time.Duration // how long the hold had been pending there
+	heard   time.Time
 }
 
 // handsOff reports whether r's refusals pend its hold for a hand-off: a
-// queued Exclusive call with an owner of its own (its holder has one
-// hold, its lease's) and no fence floor (which its attempts raise the
-// counters to first).
+// queued Exclusive or Limited call with an owner of its own (its holder
+// has one hold, its lease's) and no fence floor (which its attempts raise
+// the counters to first).
 func handsOff(r *driver.Request) bool {
-	return r.Queue && r.Mode == driver.Exclusive && !r.Reentrant && r.Floor == 0
+	return r.Queue && (r.Mode == driver.Exclusive || r.Mode == driver.Limited) && !r.Reentrant && r.Floor == 0
 }
 
 // handNews splits a message on the driver's hand channel, "<#channel>
@@ -67,11 +73,16 @@ func handNews(payload string) (channel, news string) {
 	return rest[:size], rest[size:]
 }
 
-// handTo is the hand-off argument of an attempt queued as q: the id of
-// the driver whose channel hears the hand-off, or "" for none.
-func (d *redlock) handTo(q queueArgs) string {
-	if q.pend == "" {
+// handTo is the hand-off argument of r's attempt queued as q: the id of
+// the driver whose channel hears the hand-off, or "" for none; a Limited
+// request's with its Limit, "<id>/<n>", as a release hands a slot only
+// to a waiter of the holders' Limit (handoffLimited).
+func (d *redlock) handTo(q queueArgs, r *driver.Request) string {
+	switch {
+	case q.pend == "":
 		return ""
+	case r.Mode == driver.Limited:
+		return d.id + "/" + strconv.Itoa(r.Limit)
 	}
 	return d.id
 }
@@ -90,7 +101,7 @@ func (d *redlock) handed(ctx context.Context, r *driver.Request, st *callState) 
 		return driver.Grant{}, false
 	}
 	copies := d.news.handedTo(hubKey(nameOf(r), r.Mode), p.id, p.on)
-	if len(copies) < d.quorum {
+	if len(copies) < d.quorumOf(r.Mode, r.Limit) {
 		return driver.Grant{}, false
 	}
 	st.pend = pending{}
@@ -115,6 +126,33 @@ func (d *redlock) handed(ctx context.Context, r *driver.Request, st *callState) 
 	d.goBG(func() { d.unmarkUnheard(r, h, heard) })
 	return gs[0], true
 }
+
+// handWait is how long r, not handed the key (handed), waits for more
+// copies of a hand-off it heard: a Limited call needs more masters' than
+// a release's quorum, which woke it; a copy missing handSpread after the
+// first (a master down or slow, or one that did not hand it the slot)
+// leaves it to attempt as before, which takes its handed holds afresh.
+func (d *redlock) handWait(r *driver.Request, st *callState) time.Duration {
+	if r.Mode != driver.Limited || st.pend.id == "" {
+		return 0
+	}
+	copies := d.news.handedTo(hubKey(nameOf(r), r.Mode), st.pend.id, st.pend.on)
+	if len(copies) == 0 {
+		return 0
+	}
+	first := copies[0].heard
+	for _, c := range copies {
+		if c.heard.Before(first) {
+			first = c.heard
+		}
+	}
+	return handSpread - time.Since(first)
+}
+
+// handSpread is how long after a hand-off's first copy its call waits
+// for the others: of 2,000 hand-offs to 8 Limited contenders, the fourth
+// copy came at most 4.4 ms after the first (p99 2.5 ms).
+const handSpread = 5 * time.Millisecond
 
 // renewBy bounds the pause of r, refused with its hold pended, so that
 // its next attempt renews its marks TTL/3 after they were placed (not

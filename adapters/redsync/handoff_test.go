@@ -356,3 +356,108 @@ func TestPendingWaiterRenewsItsMarksInTime(t *testing.T) {
 		t.Errorf("pause %v with no marks placed; want the refusal's, 1s", got)
 	}
 }
+
+// limited is a waiting Lock's request for a slot of key's Limit(n).
+func limited(key string, n int) *driver.Request {
+	r := exclusive(key)
+	r.Mode, r.Limit = driver.Limited, n
+	return r
+}
+
+// A Limited holder's release hands its slot to the first waiter on each
+// master, as an Exclusive one hands the key: the waiter, woken as the
+// masters' copies come (it needs more of them than a release's quorum:
+// quorumOf), holds the slot with no attempt of its own, a fence above
+// the holders', and is the holder on every master.
+func TestReleaseHandsASlotToTheWaiter(t *testing.T) {
+	a, b, attempts, clients := handoffDrivers(t)
+	key := uniqueKey(t, "k")
+	first, second := take(t, a, limited(key, 2)), take(t, a, limited(key, 2))
+	r := limited(key, 2)
+	woken := queueBehind(t, b, r)
+	before, pended := attempts[0].n.Load(), r.State.(*callState).pend.id
+	if err := first.Hold.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	g := waitGrant(t, b, r, woken)
+	if n := attempts[0].n.Load() - before; n != 0 {
+		t.Errorf("the handed waiter sent %d attempts to take the slot; want none", n)
+	}
+	if id := g.Hold.(*held).id; id != pended {
+		t.Errorf("handed grant of hold %s, want the pended %s", id, pended)
+	}
+	if g.Fence <= max(first.Fence, second.Fence) {
+		t.Errorf("handed fence %d, not above the holders' %d and %d", g.Fence, first.Fence, second.Fence)
+	}
+	a.bg.Wait()
+	for i, c := range clients {
+		if _, err := c.ZScore(context.Background(), b.holders(name{driver.Plain, key}, driver.Limited), r.Owner).Result(); err != nil {
+			t.Errorf("master %d: the waiter holds no slot (%v)", i, err)
+		}
+	}
+	for _, h := range []driver.Hold{second.Hold, g.Hold} {
+		if err := h.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A slot handed by a majority of masters, fewer than a Limited grant
+// needs (quorumOf: 4 of 5 for a Limit(2)), is not the waiter's: it
+// attempts, as it would without a hand-off, and is granted by the masters.
+func TestSlotHandedByTooFewMastersIsNotTaken(t *testing.T) {
+	a, b, attempts, clients := handoffDrivers(t)
+	if len(clients) != 5 {
+		t.Skipf("needs 5 masters, has %d", len(clients)) // the suite's Redlock has 5
+	}
+	key := uniqueKey(t, "k")
+	first, second := take(t, a, limited(key, 2)), take(t, a, limited(key, 2))
+	r := limited(key, 2)
+	woken := queueBehind(t, b, r)
+	for _, c := range clients[3:] { // two masters will not hand the slot: nothing pended there
+		if err := c.HDel(context.Background(), b.pendings(name{driver.Plain, key}), r.ID).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := attempts[0].n.Load()
+	if err := first.Hold.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	g := waitGrant(t, b, r, woken)
+	if n := attempts[0].n.Load() - before; n == 0 {
+		t.Error("the waiter took a slot handed by 3 masters of 5 with no attempt; a Limit(2) needs 4")
+	}
+	if g.Fence <= max(first.Fence, second.Fence) {
+		t.Errorf("fence %d, not above the holders' %d and %d", g.Fence, first.Fence, second.Fence)
+	}
+	for _, h := range []driver.Hold{second.Hold, g.Hold} {
+		if err := h.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitGrant waits for r's grant as the portable wait loop does, once a
+// release woke it: an attempt at each wake, or once its refusal's Retry
+// has passed; the test fails if none comes within 5 s.
+func waitGrant(t *testing.T, d *redlock, r *driver.Request, woken <-chan struct{}) driver.Grant {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	retry := 5 * time.Second // until the release wakes it
+	for {
+		select {
+		case <-woken:
+		case <-time.After(retry):
+		case <-deadline:
+			t.Fatal("the waiter was not granted")
+		}
+		g, err := d.Acquire(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Hold != nil {
+			return g
+		}
+		retry = max(g.Retry, time.Millisecond)
+	}
+}

@@ -196,6 +196,53 @@ local function handoff(H, W, q, P, ch, news)
 end
 `
 
+// luaHandoffLimited: handoffLimited(H, Z, W, q, P, ch, news) grants the
+// slot that a Limited holder's release just freed (its holders Z) to the
+// key's first waiting mark, if that is a Limited one that pends a hold in
+// P whose driver id carries its Limit, "<driver id>/<n>", renewed within
+// half its TTL as handoff's, and the slot is the key's last free one (n
+// less one of them left, of that Limit, or none, and no other mode's
+// holders): its holder, with a fence, its mark gone, and the news to its
+// driver alone, as handoff's. With more slots free, more waiters may go:
+// it hands nothing, and the release's news wakes them (nextWaiter).
+const luaHandoffLimited = `
+local function handoffLimited(H, Z, W, q, P, ch, news)
+  local best = firstMark(H, W, q)
+  if not best or best[2] ~= 4 then
+    return false
+  end
+  local p = redis.call('HGET', P, best[3])
+  local a = redis.call('HMGET', H, 'o', 'x', 'xe', 'N', 'L', 'z')
+  if not p or a[1] ~= '' or alive(a[3]) or string.gsub(a[6] or '', '4', '') ~= '' then
+    return false
+  end
+  local id, ttl, at, to, owner = string.match(p, '^(%S+) (%d+) (%d+) (%S+) (.*)$')
+  local drv, n = string.match(to or '', '^(%S+)/(%d+)$')
+  if not drv then
+    return false
+  end
+  ttl, n = tonumber(ttl), tonumber(n)
+  local live = redis.call('ZCOUNT', Z, '(' .. now, '+inf')
+  if live ~= n - 1 or (live > 0 and tonumber(a[4]) ~= n) or alive(redis.call('ZSCORE', Z, owner)) or
+    tonumber(redis.call('ZSCORE', W, '4' .. best[3])) - now < ttl / 2 then
+    return false
+  end
+  local c = countFence()
+  local mo = '4' .. owner
+  redis.call('HSET', H, 'f' .. mo, c, 'h' .. mo, ',' .. id .. ',', 'a' .. mo, id,
+    'L', math.max(c, tonumber(a[5] or '0')), 'N', n, 'z', '4')
+  redis.call('ZADD', Z, now + ttl, owner)
+  keep(H, ttl)
+  keep(Z, ttl)
+  redis.call('ZREM', KEYS[q + 4], best[3])
+  redis.call('ZREM', W, '4' .. best[3])
+  redis.call('HDEL', P, best[3])
+  redis.call('PUBLISH', ARGV[2] .. drv, #ch .. ' ' .. ch .. news .. ' ' .. best[4] .. ' 4 ' .. best[3] ..
+    ' h ' .. id .. string.format(' %d %d', c, now - tonumber(at)))
+  return true
+end
+`
+
 // releaseScript drops holds: KEYS the fence counter, then 9 per hold
 // (anchor, holders, marks by expiry, marks by mode, pending holds); ARGV
 // the counter floor (as acquireScript's), the prefix of hand-off
@@ -208,7 +255,8 @@ end
 // news) if no live holder of its mode is left, as only then may a waiter
 // be admitted (a Limited holder always: it frees a slot). An Exclusive
 // holder's release hands the key to the first waiter there if it can
-// (handoff), and tells that waiter's driver alone. A call's mark
+// (handoff), a Limited one its slot (handoffLimited), and tells that
+// waiter's driver alone. A call's mark
 // removed, and no holder, publishes " 0[ <next waiter>]". It is also the
 // undo of a failed attempt, whose hold id is the attempt's, and the end
 // of a call that waited (Abandon). The last holder of a key without
@@ -248,7 +296,7 @@ if #KEYS == 10 then
     return {2}
   end
 end
-` + luaHelpers + luaHolder + luaNextWaiter + luaCountFence + luaHandoff + `
+` + luaHelpers + luaHolder + luaNextWaiter + luaCountFence + luaHandoff + luaHandoffLimited + `
 -- without is holds hs (",a,b,") without the hold id, or without those of
 -- the ids "|a|c|" names; nil if none of them is there.
 local function without(hs, id)
@@ -322,6 +370,9 @@ for i = 0, (#KEYS - 1) / 9 - 1 do
       end
     else
       redis.call('ZREM', Z, owner)
+      if m == '4' and ch ~= '' then
+        handed = handoffLimited(H, Z, W, b + 4, P, ch, news)
+      end
       local top = redis.call('ZRANGE', Z, -1, -1, 'WITHSCORES')
       freed = m == '4' or not alive(top[2])
       if not top[1] then

@@ -141,7 +141,9 @@ func (n *news) heard(key, payload string, master int) (wake bool, first string) 
 		r.woke = true
 		return true, first
 	}
-	return false, first
+	// A Limited waiter handed a slot holds it once more masters than a
+	// release's quorum handed it (quorumOf): each later copy wakes it again.
+	return handed && r.woke && next.mode == driver.Limited, first
 }
 
 // heardHandoff records "<hold id> <counter> <ms pending>" from master.
@@ -151,7 +153,7 @@ func (k *keyNews) heardHandoff(f []string, master int) {
 	if err1 != nil || err2 != nil {
 		return
 	}
-	c := handCopy{id: f[0], master: master, counter: counter, pended: time.Duration(ms) * time.Millisecond}
+	c := handCopy{id: f[0], master: master, counter: counter, pended: time.Duration(ms) * time.Millisecond, heard: time.Now()}
 	k.handed = append(k.handed[max(len(k.handed)-handsKept+1, 0):], c)
 }
 

@@ -107,6 +107,12 @@ func TestNewsOfHandoffs(t *testing.T) {
 		n.heard("k", c.payload, c.master)
 	}
 	got := n.handedTo("k", "77", []bool{true, true, true, false, true})
+	for i := range got {
+		if got[i].heard.IsZero() {
+			t.Errorf("copy %d: no time heard", i)
+		}
+		got[i].heard = time.Time{}
+	}
 	want := []handCopy{
 		{id: "77", master: 0, counter: 9, pended: 4 * time.Millisecond},
 		{id: "77", master: 1, counter: 10, pended: 2 * time.Millisecond},
@@ -128,5 +134,26 @@ func TestNewsOfHandoffs(t *testing.T) {
 	n.heard("k", "a3 7", 0)
 	if n.handedOff("k", "a3") {
 		t.Error("a release without a hand-off is reported handed off")
+	}
+}
+
+// The copies of a hand-off wake its call once a release's quorum came;
+// those of a slot handed to a Limited call wake it again as each later one
+// comes, as it needs more of them (quorumOf) than that quorum.
+func TestNewsOfLimitedHandoffsWakeAgain(t *testing.T) {
+	for _, c := range []struct {
+		mode string
+		want []bool // woken by the copy from masters 0 to 4
+	}{
+		{"0", []bool{false, false, true, false, false}},
+		{"4", []bool{false, false, true, true, true}},
+	} {
+		n := &news{need: 3, keys: map[string]*keyNews{}}
+		n.watch("k")
+		for i, want := range c.want {
+			if wake, _ := n.heard("k", "a1 5 100 "+c.mode+" callA h 77 9 4", i); wake != want {
+				t.Errorf("mode %s: copy %d woke %v, want %v", c.mode, i+1, wake, want)
+			}
+		}
 	}
 }
