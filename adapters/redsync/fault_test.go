@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -342,5 +343,69 @@ func TestFaultLimitNeedsMoreThanAMajority(t *testing.T) {
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Semaphore contention with one master of five stopped: a Limit(2) grant,
+// and a hand-off of a slot, then needs every live master (quorumOf: 4).
+// No more than 2 hold at once, a grant's fence is above every grant that
+// came before it, and the waiters go on.
+func TestFaultLimitContentionWithAStoppedMaster(t *testing.T) {
+	servers, _ := faultMasters(t)
+	servers[2].Stop()
+	defer servers[2].Cont()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	type grant struct {
+		asked, got time.Time
+		fence      uint64
+	}
+	var (
+		mu     sync.Mutex
+		grants []grant
+		inside atomic.Int32
+		most   atomic.Int32
+		wg     sync.WaitGroup
+	)
+	for range 6 {
+		l := lockerOn(t, servers)
+		wg.Go(func() {
+			for range 5 {
+				asked := time.Now()
+				lease, err := l.Lock(ctx, "fault/limit-contention", locker.Limit(2))
+				if err != nil {
+					t.Errorf("Lock: %v", err)
+					return
+				}
+				got := time.Now()
+				for n := inside.Add(1); ; {
+					if m := most.Load(); n <= m || most.CompareAndSwap(m, n) {
+						break
+					}
+				}
+				time.Sleep(time.Millisecond) // the hold
+				inside.Add(-1)
+				if err := lease.Unlock(ctx); err != nil {
+					t.Errorf("Unlock: %v", err)
+				}
+				mu.Lock()
+				grants = append(grants, grant{asked, got, lease.Fence()})
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if n := most.Load(); n > 2 {
+		t.Errorf("%d holders at once of a Limit(2)", n)
+	}
+	for _, a := range grants {
+		for _, b := range grants {
+			if a.got.Before(b.asked) && b.fence <= a.fence {
+				t.Fatalf("fence %d granted after fence %d's grant: not above it", b.fence, a.fence)
+			}
+		}
+	}
+	if len(grants) != 30 {
+		t.Errorf("%d grants of 30", len(grants))
 	}
 }
