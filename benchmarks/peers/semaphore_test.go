@@ -70,7 +70,9 @@ func sortedSetSemaphore(addr string) locker.Locker {
 // BenchmarkSemaphore reports ops/s (acquisitions per second) and the p50
 // and p99 wait per acquisition: on Redis, ours and the peer recipe; on
 // every other backend, ours alone (on Redlock a Limited grant needs more
-// than a majority: 4 of 5 masters for a Limit(3)).
+// than a majority: 4 of 5 masters for a Limit(3)), and on Postgres and
+// MySQL each worker's Locker on a pool of its own too (ours-apart: as
+// processes of their own).
 func BenchmarkSemaphore(b *testing.B) {
 	u := testenv.URL(b, "LOCKER_TEST_REDIS")
 	sqlite := "sqlite://" + filepath.ToSlash(filepath.Join(b.TempDir(), "semaphore.db"))
@@ -84,7 +86,9 @@ func BenchmarkSemaphore(b *testing.B) {
 		{"Etcd/ours", oursAt(b, "LOCKER_TEST_ETCD")},
 		{"ZooKeeper/ours", oursAt(b, "LOCKER_TEST_ZK")},
 		{"Postgres/ours", oursAt(b, "LOCKER_TEST_POSTGRES")},
+		{"Postgres/ours-apart", func() locker.Locker { return pgOursApart(b, testenv.URL(b, "LOCKER_TEST_POSTGRES")) }},
 		{"MySQL/ours", oursAt(b, "LOCKER_TEST_MYSQL")},
+		{"MySQL/ours-apart", func() locker.Locker { return oursApart(b, testenv.URL(b, "LOCKER_TEST_MYSQL")) }},
 		{"SQLite/ours", func() locker.Locker { return ours(sqlite).newLocker(b) }},
 	} {
 		b.Run(s.name, func(b *testing.B) {
