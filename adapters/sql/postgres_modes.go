@@ -244,27 +244,15 @@ BEGIN
 			EXIT WHEN nl >= lims;
 			nl := nl + 1;
 			held := held | 16;
-			IF w.owner = '' OR w.ttl <= 0 OR w.lim <> lims OR EXISTS (SELECT 1 FROM {h} WHERE "key" = k AND owner = w.owner) THEN
-				PERFORM pg_notify('{tn}', w.token); -- it looks, and meets what keeps it out
-				CONTINUE;
-			END IF;
-			DELETE FROM {q} WHERE "key" = k AND token = w.token;
-			CONTINUE WHEN NOT FOUND;
-			f := nextval('"{tn}_fence"');
-			e := {now} + w.ttl{ms};
-			INSERT INTO {h} ("key", owner, mode, fence, holds, ids, expires_at, lim) VALUES (k, w.owner, 4, f, 1, ' ' || w.token || ' ', e, lims);
-			top := f;
-			last := GREATEST(last, e);
-			PERFORM pg_notify('{tn}', w.token || ' ' || f);
-			granted := granted || w.token || ' ' || f || ',';
-			CONTINUE;
+		ELSE
+			CONTINUE WHEN (held & 16) <> 0; -- behind a Limited holder or waiter: not admitted
+			-- w's mode admits every mode held, those granted here included
+			-- (compatibility is symmetric; Exclusive, bit 0, admits none).
+			EXIT WHEN ({admits:w} & held) <> held;
 		END IF;
-		CONTINUE WHEN (held & 16) <> 0; -- behind a Limited holder or waiter: not admitted
-		-- w's mode admits every mode held, those granted here included
-		-- (compatibility is symmetric; Exclusive, bit 0, admits none).
-		EXIT WHEN ({admits:w} & held) <> held;
-		IF w.owner = '' OR w.ttl <= 0 OR EXISTS (SELECT 1 FROM {h} WHERE "key" = k AND owner = w.owner) THEN
-			PERFORM pg_notify('{tn}', w.token);
+		IF w.owner = '' OR w.ttl <= 0 OR (w.mode = 4 AND w.lim <> lims) OR EXISTS (SELECT 1 FROM {h} WHERE "key" = k AND owner = w.owner) THEN
+			PERFORM pg_notify('{tn}', w.token); -- it looks, and meets what keeps it out
+			CONTINUE WHEN w.mode = 4; -- the Limited waiters behind it may go
 			EXIT;
 		END IF;
 		DELETE FROM {q} WHERE "key" = k AND token = w.token;
@@ -275,7 +263,7 @@ BEGIN
 			DELETE FROM {t} WHERE "key" = k;
 			INSERT INTO {t} ("key", owner, fence, holds, ids, expires_at) VALUES (k, w.owner, f, 1, ' ' || w.token || ' ', e);
 		ELSE
-			INSERT INTO {h} ("key", owner, mode, fence, holds, ids, expires_at) VALUES (k, w.owner, w.mode, f, 1, ' ' || w.token || ' ', e);
+			INSERT INTO {h} ("key", owner, mode, fence, holds, ids, expires_at, lim) VALUES (k, w.owner, w.mode, f, 1, ' ' || w.token || ' ', e, w.lim);
 			top := f;
 			last := GREATEST(last, e);
 		END IF;
