@@ -22,10 +22,7 @@ func (d *redlock) Acquire(ctx context.Context, r *driver.Request) (driver.Grant,
 	}
 	st := stateOf(r)
 	if g, ok := d.handed(ctx, r, st); ok {
-		return g, nil
-	}
-	if wait := d.handWait(r, st); wait > 0 {
-		return driver.Grant{Retry: wait}, nil
+		return g, nil // the handed hold, or a pause for more of its copies
 	}
 	if st.stamp != 0 && st.last > 0 && time.Since(st.marked) < r.TTL/3 &&
 		d.news.behind(hubKey(nameOf(r), r.Mode), r.Mode, st.stamp, r.ID) {

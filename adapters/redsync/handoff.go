@@ -36,7 +36,7 @@ import (
 // its slot as an Exclusive one hands the key, where the slot is the last
 // free one (handoffLimited); the call holds it on quorumOf's count of
 // masters, more than a release's quorum, so later copies wake it again
-// (news.heard) and it waits for them up to handSpread (handWait).
+// (news.heard) and it pauses for them up to handSpread (handWait).
 
 // pending is the hold the last refused attempt of a call pended.
 type pending struct {
@@ -91,7 +91,8 @@ func (d *redlock) handTo(q queueArgs, r *driver.Request) string {
 func newHoldID() string { return strconv.FormatInt(rand.Int64N(1<<53-1)+1, 10) }
 
 // handed takes the key for r if a quorum of the masters that refused its
-// last attempt handed it the hold that attempt pended; false if not (or
+// last attempt handed it the hold that attempt pended (or, short of that
+// quorum, has it pause for more copies: handWait); false if not (or
 // its fence could not be made durable: the hold is given back, and the
 // call attempts as before). A call whose ctx ended takes nothing, as an
 // attempt cut short grants nothing: its Abandon gives the hold back.
@@ -102,6 +103,9 @@ func (d *redlock) handed(ctx context.Context, r *driver.Request, st *callState) 
 	}
 	copies := d.news.handedTo(hubKey(nameOf(r), r.Mode), p.id, p.on)
 	if len(copies) < d.quorumOf(r.Mode, r.Limit) {
+		if wait := handWait(r, copies); wait > 0 {
+			return driver.Grant{Retry: wait}, true
+		}
 		return driver.Grant{}, false
 	}
 	st.pend = pending{}
@@ -127,26 +131,16 @@ func (d *redlock) handed(ctx context.Context, r *driver.Request, st *callState) 
 	return gs[0], true
 }
 
-// handWait is how long r, not handed the key (handed), waits for more
-// copies of a hand-off it heard: a Limited call needs more masters' than
-// a release's quorum, which woke it; a copy missing handSpread after the
-// first (a master down or slow, or one that did not hand it the slot)
-// leaves it to attempt as before, which takes its handed holds afresh.
-func (d *redlock) handWait(r *driver.Request, st *callState) time.Duration {
-	if r.Mode != driver.Limited || st.pend.id == "" {
+// handWait is how long r waits for more copies of a hand-off it heard,
+// copies so far: a Limited call needs more masters' than a release's
+// quorum, which woke it; a copy missing handSpread after the first (a
+// master down or slow, or one that did not hand it the slot) leaves it to
+// attempt as before, which takes its handed holds afresh.
+func handWait(r *driver.Request, copies []handCopy) time.Duration {
+	if r.Mode != driver.Limited || len(copies) == 0 {
 		return 0
 	}
-	copies := d.news.handedTo(hubKey(nameOf(r), r.Mode), st.pend.id, st.pend.on)
-	if len(copies) == 0 {
-		return 0
-	}
-	first := copies[0].heard
-	for _, c := range copies {
-		if c.heard.Before(first) {
-			first = c.heard
-		}
-	}
-	return handSpread - time.Since(first)
+	return handSpread - time.Since(copies[0].heard) // the first heard: copies keep their order
 }
 
 // handSpread is how long after a hand-off's first copy its call waits

@@ -93,8 +93,9 @@ func (d *redlock) read(m *master) {
 // heard records a message on n's channel from master i, waking the
 // longest waiter of each mode that a release may admit; or, if a copy of
 // the release handed the key (or a slot) to a call of this driver, every
-// Exclusive (or Limited) waiter of the key: the Hub cannot tell which call it is for, and the
-// others find they stand behind it, at no cost to the masters.
+// Exclusive (or Limited) waiter of the key: the Hub cannot tell which
+// call it is for, and the others find they stand behind it, at no cost to
+// the masters.
 func (d *redlock) heard(n name, payload string, i int) {
 	id, _, _ := strings.Cut(payload, " ")
 	for _, m := range modes {
