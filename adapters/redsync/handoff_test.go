@@ -461,3 +461,41 @@ func waitGrant(t *testing.T, d *redlock, r *driver.Request, woken <-chan struct{
 		retry = max(g.Retry, time.Millisecond)
 	}
 }
+
+// A Limited call that gives up after a release handed it a slot gives the
+// slot back with its marks: on no master does it hold one, and the slot
+// is free for the next.
+func TestAbandonGivesBackAHandedSlot(t *testing.T) {
+	a, b, _, clients := handoffDrivers(t)
+	key := uniqueKey(t, "k")
+	first, second := take(t, a, limited(key, 2)), take(t, a, limited(key, 2))
+	r := limited(key, 2)
+	queueBehind(t, b, r)
+	if err := first.Hold.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	slots := b.holders(name{driver.Plain, key}, driver.Limited)
+	holdsOn := func() (n int) {
+		for _, c := range clients {
+			if _, err := c.ZScore(context.Background(), slots, r.Owner).Result(); err == nil {
+				n++
+			}
+		}
+		return n
+	}
+	within(t, 5*time.Second, "the masters hand the waiter the slot", func() bool { return holdsOn() == len(clients) })
+	b.Abandon(context.Background(), r)
+	b.bg.Wait()
+	if n := holdsOn(); n != 0 {
+		t.Fatalf("after Abandon the waiter holds a slot on %d masters; want none", n)
+	}
+	g := take(t, a, limited(key, 2))
+	if g.Fence <= second.Fence {
+		t.Errorf("fence %d after the slot given back, not above %d", g.Fence, second.Fence)
+	}
+	for _, h := range []driver.Hold{second.Hold, g.Hold} {
+		if err := h.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
