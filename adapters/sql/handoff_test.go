@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -290,5 +291,58 @@ func TestHandOffOrphanReleased(t *testing.T) {
 	})
 	if _, ok := d.handoffs.take(r.ID); ok {
 		t.Fatal("a hand-off kept for a waiter that is gone")
+	}
+}
+
+// A Limited waiter handed a slot as it gives up (Postgres grants it in
+// the release's hand-off) does not keep the slot: Abandon finds the hold
+// under the call's ID and releases it, leaving the other holder alone.
+func TestPostgresHandedSlotAbandoned(t *testing.T) {
+	t.Parallel()
+	l, d := pgHandoff(t)
+	ctx := t.Context()
+	key := "handoff-slot-" + rand.Text()
+	var holders []locker.Lease
+	for range 2 {
+		lease, err := l.TryLock(ctx, key, locker.Limit(2), locker.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		holders = append(holders, lease)
+	}
+	r := &driver.Request{Key: key, Owner: rand.Text(), ID: rand.Text(), TTL: time.Minute, Queue: true, Mode: driver.Limited, Limit: 2}
+	_, stop, err := d.Subscribe(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, err := d.Acquire(ctx, r); err != nil || g.Hold != nil {
+		stop()
+		t.Fatalf("a third of a Limit(2): %v (%v), want a place", g.Hold, err)
+	}
+	if err := holders[0].Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	owners := func() []string {
+		t.Helper()
+		info, err := l.(locker.Admin).Status(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, h := range info.Holders {
+			out = append(out, h.Owner)
+		}
+		return out
+	}
+	if got := owners(); !slices.Contains(got, r.Owner) {
+		t.Fatalf("after the release the holders are %q; want the waiter handed the slot", got)
+	}
+	stop()
+	d.Abandon(ctx, r)
+	if got := owners(); len(got) != 1 || slices.Contains(got, r.Owner) {
+		t.Fatalf("after Abandon the holders are %q; want the other holder alone", got)
+	}
+	if err := holders[1].Unlock(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
