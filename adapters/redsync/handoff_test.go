@@ -375,10 +375,17 @@ func TestReleaseHandsASlotToTheWaiter(t *testing.T) {
 	first, second := take(t, a, limited(key, 2)), take(t, a, limited(key, 2))
 	r := limited(key, 2)
 	woken := queueBehind(t, b, r)
-	before, pended := attempts[0].n.Load(), r.State.(*callState).pend.id
+	st := r.State.(*callState)
+	before, pended := attempts[0].n.Load(), st.pend.id
 	if err := first.Hold.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	// Every copy heard first: one later than handSpread (a slow machine)
+	// would have the waiter attempt, as it should, and this test is of
+	// the hand-off, not of that pause.
+	within(t, 5*time.Second, "the masters' copies of the hand-off", func() bool {
+		return len(b.news.handedTo(hubKey(nameOf(r), r.Mode), pended, st.pend.on)) == len(clients)
+	})
 	g := waitGrant(t, b, r, woken)
 	if n := attempts[0].n.Load() - before; n != 0 {
 		t.Errorf("the handed waiter sent %d attempts to take the slot; want none", n)
