@@ -397,10 +397,8 @@ func TestReleaseHandsASlotToTheWaiter(t *testing.T) {
 		t.Errorf("handed fence %d, not above the holders' %d and %d", g.Fence, first.Fence, second.Fence)
 	}
 	a.bg.Wait()
-	for i, c := range clients {
-		if _, err := c.ZScore(context.Background(), b.holders(name{driver.Plain, key}, driver.Limited), r.Owner).Result(); err != nil {
-			t.Errorf("master %d: the waiter holds no slot (%v)", i, err)
-		}
+	if n := slotsHeld(b, clients, key, r.Owner); n != len(clients) {
+		t.Errorf("the waiter holds a slot on %d masters of %d", n, len(clients))
 	}
 	for _, h := range []driver.Hold{second.Hold, g.Hold} {
 		if err := h.Release(context.Background()); err != nil {
@@ -444,6 +442,16 @@ func TestSlotHandedByTooFewMastersIsNotTaken(t *testing.T) {
 	}
 }
 
+// slotsHeld is how many masters have owner among key's Limited holders.
+func slotsHeld(d *redlock, clients []goredis.UniversalClient, key, owner string) (n int) {
+	for _, c := range clients {
+		if _, err := c.ZScore(context.Background(), d.holders(name{driver.Plain, key}, driver.Limited), owner).Result(); err == nil {
+			n++
+		}
+	}
+	return n
+}
+
 // waitGrant waits for r's grant as the portable wait loop does, once a
 // release woke it: an attempt at each wake, or once its refusal's Retry
 // has passed; the test fails if none comes within 5 s.
@@ -481,19 +489,12 @@ func TestAbandonGivesBackAHandedSlot(t *testing.T) {
 	if err := first.Hold.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	slots := b.holders(name{driver.Plain, key}, driver.Limited)
-	holdsOn := func() (n int) {
-		for _, c := range clients {
-			if _, err := c.ZScore(context.Background(), slots, r.Owner).Result(); err == nil {
-				n++
-			}
-		}
-		return n
-	}
-	within(t, 5*time.Second, "the masters hand the waiter the slot", func() bool { return holdsOn() == len(clients) })
+	within(t, 5*time.Second, "the masters hand the waiter the slot", func() bool {
+		return slotsHeld(b, clients, key, r.Owner) == len(clients)
+	})
 	b.Abandon(context.Background(), r)
 	b.bg.Wait()
-	if n := holdsOn(); n != 0 {
+	if n := slotsHeld(b, clients, key, r.Owner); n != 0 {
 		t.Fatalf("after Abandon the waiter holds a slot on %d masters; want none", n)
 	}
 	g := take(t, a, limited(key, 2))
