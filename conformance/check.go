@@ -87,6 +87,7 @@ func Checks() []Check {
 		check("Limit", checkLimit),
 		alone(check("LimitContention", checkLimitContention)),
 		check("LimitAfterCrash", checkLimitAfterCrash),
+		check("LimitFaults", checkLimitFaults),
 	}
 }
 

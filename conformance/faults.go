@@ -28,11 +28,10 @@ func checkFaultsUnderContention(e *env) error {
 		return err
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
-	f := &faultRun{e: e, key: e.prefix + "k", rec: history.New(), grants: make([]atomic.Int64, len(ls)),
-		holding: make([]chan locker.Lease, len(ls)), granted: make(chan struct{}, 1)}
+	f := newFaultRun(e, len(ls))
+	f.rec = history.New()
 	var wg sync.WaitGroup
 	for i, l := range ls {
-		f.holding[i] = make(chan locker.Lease, 1)
 		c := f.rec.Client()
 		wg.Go(func() { f.work(ctx, c, l, i) })
 	}
@@ -51,7 +50,8 @@ func checkFaultsUnderContention(e *env) error {
 	return nil
 }
 
-// faultRun is what the clients of checkFaultsUnderContention share.
+// faultRun is what the clients of checkFaultsUnderContention (and of
+// checkLimitFaults) share.
 type faultRun struct {
 	e       *env
 	key     string
@@ -61,6 +61,32 @@ type faultRun struct {
 	granted chan struct{}       // a signal per grant, dropped when one is pending
 	holding []chan locker.Lease // a client's lease, while the fault step asks for it
 	asking  atomic.Int32        // 1 + the client whose lease is asked for; 0: none
+}
+
+// newFaultRun is the run of n clients on the check's key "k".
+func newFaultRun(e *env, n int) *faultRun {
+	f := &faultRun{e: e, key: e.prefix + "k", grants: make([]atomic.Int64, n),
+		holding: make([]chan locker.Lease, n), granted: make(chan struct{}, 1)}
+	for i := range f.holding {
+		f.holding[i] = make(chan locker.Lease, 1)
+	}
+	return f
+}
+
+// grant counts client i's grant of lease and, if the fault step asks for
+// its lease, hands it over and waits for it to end: true then.
+func (f *faultRun) grant(i int, lease locker.Lease) (asked bool) {
+	f.grants[i].Add(1)
+	select {
+	case f.granted <- struct{}{}:
+	default:
+	}
+	if f.asking.Load() != int32(i+1) {
+		return false
+	}
+	f.holding[i] <- lease // the fault step acts on it now
+	<-lease.Done()
+	return true
 }
 
 // work is client i: take the key, read the counter, hold briefly, write
@@ -77,15 +103,7 @@ func (f *faultRun) work(ctx context.Context, c *history.Client, l locker.Locker,
 			}
 			continue
 		}
-		f.grants[i].Add(1)
-		select {
-		case f.granted <- struct{}{}:
-		default:
-		}
-		if f.asking.Load() == int32(i+1) {
-			f.holding[i] <- lease // the fault step acts on it now
-			<-lease.Done()
-		}
+		f.grant(i, lease)
 		v := f.counter.Read()
 		select {
 		case <-time.After(time.Millisecond):
