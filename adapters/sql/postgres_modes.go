@@ -165,22 +165,41 @@ END $fn$;`
 	// before them. (One statement reads the queue as of its start: a Shared
 	// waiter whose transaction, under the lock, placed it while the
 	// release's statement waited was not woken, and waited seconds for its
-	// fallback.)
+	// fallback.) The release hands the key to an Exclusive waiter first in
+	// the queue, on a key with no holders of other modes, itself: what
+	// pgHandoffFunc would do for it, in three statements where that takes
+	// ten (each costs a function call about 15 µs besides its work here;
+	// pgbench, a release with a waiter: 165–185 µs more than two plain
+	// DELETEs before, 60–150 after).
 	pgExclusiveFuncs = `;
-CREATE OR REPLACE FUNCTION "{tn}_xrelease_v7"(k text, o text, f bigint, id text)
+CREATE OR REPLACE FUNCTION "{tn}_xrelease_v8"(k text, o text, f bigint, id text)
 RETURNS TABLE (r_deleted bigint, r_decremented bigint, r_granted text, r_exists boolean) LANGUAGE plpgsql AS $fn$
 DECLARE
 	dd bigint;
 	uu bigint := 0;
 	g text := '';
+	wt text;
+	wo text;
+	wl bigint;
+	nf bigint;
 BEGIN
 	PERFORM pg_advisory_xact_lock(hashtext('{tn}'), hashtext(k));
 	DELETE FROM {t} WHERE "key" = k AND owner = o AND (f = 0 OR fence = f) AND ids = ' ' || id || ' ';
 	GET DIAGNOSTICS dd = ROW_COUNT;
 	IF dd > 0 THEN
+		-- The first live waiter, if Exclusive with an owner and a TTL to
+		-- grant, no holder of another mode recorded.
+		DELETE FROM {q} WHERE "key" = k AND token = (SELECT token FROM {q} WHERE "key" = k AND expires_at > {now} ORDER BY seq LIMIT 1)
+			AND mode = 0 AND owner <> '' AND ttl > 0 AND NOT EXISTS (SELECT 1 FROM {h} WHERE "key" = k)
+			RETURNING token, owner, ttl INTO wt, wo, wl;
+		IF wt IS NOT NULL THEN
+			INSERT INTO {t} ("key", owner, fence, holds, ids, expires_at)
+				VALUES (k, wo, nextval('"{tn}_fence"'), 1, ' ' || wt || ' ', {now} + wl{ms}) RETURNING fence INTO nf;
+			PERFORM pg_notify('{tn}', wt || ' ' || nf);
+			g := wt || ' ' || nf || ',';
 		-- Places are taken under the key's lock, which this holds: with
 		-- none, the hand-off would grant and wake nobody.
-		IF EXISTS (SELECT 1 FROM {q} WHERE "key" = k) THEN
+		ELSIF EXISTS (SELECT 1 FROM {q} WHERE "key" = k) THEN
 			g := "{tn}_handoff_v5"(k);
 		END IF;
 	ELSE
