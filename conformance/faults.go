@@ -92,18 +92,10 @@ func (f *faultRun) grant(i int, lease locker.Lease) (asked bool) {
 // work is client i: take the key, read the counter, hold briefly, write
 // it back with the lease's fence unless the lease has ended, Unlock.
 func (f *faultRun) work(ctx context.Context, c *history.Client, l locker.Locker, i int) {
-	for ctx.Err() == nil {
-		lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		lease, err := c.Lock(lctx, l, f.key, locker.WithTTL(f.e.h.ttl()))
-		cancel()
-		if err != nil { // hung, crashed, or the run is over: the history has it
-			select {
-			case <-ctx.Done():
-			case <-time.After(20 * time.Millisecond): // a crashed client fails at once
-			}
-			continue
-		}
-		f.grant(i, lease)
+	lock := func(ctx context.Context) (locker.Lease, error) {
+		return c.Lock(ctx, l, f.key, locker.WithTTL(f.e.h.ttl()))
+	}
+	f.loop(ctx, i, lock, func(lease locker.Lease, _ time.Time, _ bool) {
 		v := f.counter.Read()
 		select {
 		case <-time.After(time.Millisecond):
@@ -112,20 +104,49 @@ func (f *faultRun) work(ctx context.Context, c *history.Client, l locker.Locker,
 		if lease.Err() == nil {
 			f.counter.Write(lease.Fence(), v+1)
 		}
+	})
+}
+
+// loop is client i's run: lock, count the grant (handing the lease over
+// if the fault step asks for it, see grant), hold it (given when the lock
+// returned and whether the lease was asked for, and so has ended), Unlock;
+// until ctx ends. A failed lock (hung, crashed, or the run is over: the
+// history, if any, has it) is tried again 20 ms later.
+func (f *faultRun) loop(ctx context.Context, i int, lock func(context.Context) (locker.Lease, error),
+	hold func(lease locker.Lease, from time.Time, asked bool)) {
+	for ctx.Err() == nil {
+		lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		lease, err := lock(lctx)
+		cancel()
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond): // a crashed client fails at once
+			}
+			continue
+		}
+		from := time.Now()
+		hold(lease, from, f.grant(i, lease))
 		uctx, cancel := context.WithTimeout(f.e.ctx, 20*time.Second)
-		_ = lease.Unlock(uctx) // a hung client's waits for the heal; the history has the result
+		_ = lease.Unlock(uctx) // a hung client's waits for the heal
 		cancel()
 	}
+}
+
+// warm lets 20 grants go by, then slows every client while 10 more do
+// (slow): the faults come after.
+func (f *faultRun) warm(ls []locker.Locker) error {
+	if err := f.progress(20, "before the faults"); err != nil {
+		return err
+	}
+	return f.slow(ls)
 }
 
 // faults slows every client, then hangs the holder (client 0 when it holds), checks its Done and
 // that the others go on, heals it and sees it take the key again; then
 // crashes client 1 while it holds and sees the others go on.
 func (f *faultRun) faults(ls []locker.Locker) error {
-	if err := f.progress(20, "before the faults"); err != nil {
-		return err
-	}
-	if err := f.slow(ls); err != nil {
+	if err := f.warm(ls); err != nil {
 		return err
 	}
 	lease, err := f.ask(0)

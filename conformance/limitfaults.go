@@ -47,31 +47,20 @@ func checkLimitFaults(e *env) error {
 }
 
 // takeSlots is client i of checkLimitFaults: take a slot, hold it a
-// millisecond (or, asked for it, until it ends), log the hold, Unlock.
+// millisecond (or, asked for it, until it ended), log the hold, Unlock.
 func (f *faultRun) takeSlots(ctx context.Context, l locker.Locker, i int, held *slotLog) {
-	for ctx.Err() == nil {
-		lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		lease, err := l.Lock(lctx, f.key, locker.Limit(limitFaultsN), locker.WithTTL(f.e.h.ttl()))
-		cancel()
-		if err != nil { // hung, crashed, or the run is over
-			select {
-			case <-ctx.Done():
-			case <-time.After(20 * time.Millisecond): // a crashed client fails at once
-			}
-			continue
-		}
-		from := time.Now()
-		if !f.grant(i, lease) {
+	lock := func(ctx context.Context) (locker.Lease, error) {
+		return l.Lock(ctx, f.key, locker.Limit(limitFaultsN), locker.WithTTL(f.e.h.ttl()))
+	}
+	f.loop(ctx, i, lock, func(lease locker.Lease, from time.Time, asked bool) {
+		if !asked {
 			select {
 			case <-time.After(time.Millisecond):
 			case <-lease.Done():
 			}
 		}
 		held.add(lease, from)
-		uctx, cancel := context.WithTimeout(f.e.ctx, 20*time.Second)
-		_ = lease.Unlock(uctx) // a hung client's waits for the heal
-		cancel()
-	}
+	})
 }
 
 // limitFaults slows every client, then hangs the two holders (clients 0
@@ -79,10 +68,7 @@ func (f *faultRun) takeSlots(ctx context.Context, l locker.Locker, i int, held *
 // heals them and sees each take a slot again; then crashes client 1 while
 // it holds and sees the others go on.
 func (f *faultRun) limitFaults(ls []locker.Locker) error {
-	if err := f.progress(20, "before the faults"); err != nil {
-		return err
-	}
-	if err := f.slow(ls); err != nil {
+	if err := f.warm(ls); err != nil {
 		return err
 	}
 	var leases [2]locker.Lease
