@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -158,13 +159,8 @@ func (f *faultRun) faults(ls []locker.Locker) error {
 		return fmt.Errorf("Hang: %w", err)
 	}
 	hung := time.Now()
-	err = waitDone(lease, f.e.h.ttl()+slack)
+	err = f.hungDone(lease)
 	if err == nil {
-		late := time.Since(lease.Deadline())
-		f.e.logf("under contention: the hung holder's Done closed %v after its Deadline (negative: before)", late.Round(time.Millisecond))
-		if late > lateAllowance {
-			f.e.errorf("the hung holder's Done closed %v after its Deadline", late)
-		}
 		err = f.progress(10, "while the holder hung")
 		f.e.logf("under contention: 10 grants to the others %v after the hang began (TTL %v)", time.Since(hung).Round(time.Millisecond), f.e.h.ttl())
 	}
@@ -178,10 +174,36 @@ func (f *faultRun) faults(ls []locker.Locker) error {
 		return err
 	}
 	f.e.logf("under contention: the healed client's next grant %v after the heal", time.Since(healed).Round(time.Millisecond))
-	if _, err := f.ask(1); err != nil {
+	return f.crash(ls, 1)
+}
+
+// hungDone waits for hung leases to end, each by its Deadline: all at
+// once, so that each is timed as it ends.
+func (f *faultRun) hungDone(leases ...locker.Lease) error {
+	errs := make([]error, len(leases))
+	var wg sync.WaitGroup
+	for i, lease := range leases {
+		wg.Go(func() {
+			if errs[i] = waitDone(lease, f.e.h.ttl()+slack); errs[i] != nil {
+				return
+			}
+			late := time.Since(lease.Deadline())
+			f.e.logf("under contention: a hung holder's Done closed %v after its Deadline (negative: before)", late.Round(time.Millisecond))
+			if late > lateAllowance {
+				f.e.errorf("a hung holder's Done closed %v after its Deadline", late)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// crash crashes client i once it holds, and sees the others go on.
+func (f *faultRun) crash(ls []locker.Locker, i int) error {
+	if _, err := f.ask(i); err != nil {
 		return err
 	}
-	if err := f.e.h.Crash(f.e.ctx, ls[1]); err != nil {
+	if err := f.e.h.Crash(f.e.ctx, ls[i]); err != nil {
 		return fmt.Errorf("Crash: %w", err)
 	}
 	return f.progress(10, "after the holder crashed")

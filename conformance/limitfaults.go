@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -93,7 +92,7 @@ func (f *faultRun) limitFaults(ls []locker.Locker) error {
 		heals = append(heals, heal)
 	}
 	hung := time.Now()
-	err := f.hungDone(leases[:])
+	err := f.hungDone(leases[:]...)
 	if err == nil {
 		err = f.progress(10, "while both holders hung")
 		f.e.logf("semaphore: 10 grants to the others %v after the hang began (TTL %v)", time.Since(hung).Round(time.Millisecond), f.e.h.ttl())
@@ -108,34 +107,7 @@ func (f *faultRun) limitFaults(ls []locker.Locker) error {
 			return err
 		}
 	}
-	if _, err := f.ask(1); err != nil {
-		return err
-	}
-	if err := f.e.h.Crash(f.e.ctx, ls[1]); err != nil {
-		return fmt.Errorf("Crash: %w", err)
-	}
-	return f.progress(10, "after a holder crashed")
-}
-
-// hungDone waits for the hung leases to end, each by its Deadline: all at
-// once, so that each is timed as it ends.
-func (f *faultRun) hungDone(leases []locker.Lease) error {
-	errs := make([]error, len(leases))
-	var wg sync.WaitGroup
-	for i, lease := range leases {
-		wg.Go(func() {
-			if errs[i] = waitDone(lease, f.e.h.ttl()+slack); errs[i] != nil {
-				return
-			}
-			late := time.Since(lease.Deadline())
-			f.e.logf("semaphore: a hung holder's Done closed %v after its Deadline (negative: before)", late.Round(time.Millisecond))
-			if late > lateAllowance {
-				f.e.errorf("a hung holder's Done closed %v after its Deadline", late)
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return f.crash(ls, 1)
 }
 
 // slotLog is the holds of checkLimitFaults's key, as its clients saw them.
