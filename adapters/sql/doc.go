@@ -81,7 +81,7 @@
 // locker_locks_grant_v3 and locker_locks_release_v3, which need CREATE
 // ROUTINE once and EXECUTE: without them, the transaction serves every
 // call, as correct and slower). On Postgres the Exclusive release and
-// expiry take the same lock, in locker_locks_xrelease_v8 and
+// expiry take the same lock, in locker_locks_xrelease_v9 and
 // locker_locks_xexpire_v1, so that the waiters they serve include a
 // Shared one placed while they ran.
 //

@@ -47,7 +47,7 @@ func pgDialect(table string) *dialect {
 			refreshBatch:  fill(pgRefreshBatch),
 			release:       fill(pgRelease),
 			expire:        fill(pgExpire),
-			releaseLane:   fill(`SELECT * FROM "{tn}_xrelease_v8"($1, $2, $3, $4)`),
+			releaseLane:   fill(`SELECT * FROM "{tn}_xrelease_v9"($1, $2, $3, $4)`),
 			expireLane:    fill(`SELECT * FROM "{tn}_xexpire_v1"($1, $2, $3)`),
 			status:        fill(pgInfo + byKey),
 			list:          fill(pgInfo + byPrefix),
