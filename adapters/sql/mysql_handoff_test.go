@@ -1,9 +1,11 @@
 package sql
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +34,17 @@ func TestMySQLHandsOff(t *testing.T) {
 		lease locker.Lease
 		err   error
 	}
+	// A writer's place is written before it waits here, and the first
+	// attempts again once it does: a release before that finds no waiter
+	// to hand the key to, or one whose own attempt takes the key (seen
+	// under a loaded run). Each writer waits here before the next comes,
+	// the first once its two attempts are done.
+	var looked atomic.Int64
+	acquire := d.acquireOnce
+	d.acquireOnce = func(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error) {
+		defer looked.Add(1)
+		return acquire(ctx, d, r)
+	}
 	const writers = 3
 	got := make([]chan result, writers)
 	for i := range got {
@@ -40,7 +53,9 @@ func TestMySQLHandsOff(t *testing.T) {
 			lease, err := l.Lock(ctx, key, locker.WithTTL(time.Minute))
 			got[i] <- result{lease, err}
 		}()
-		waitFor(t, "a writer queued", func() bool { return queued(t, d, key) == i+1 })
+		waitFor(t, "a writer waiting", func() bool {
+			return queued(t, d, key) == i+1 && d.local.count(key) == i+1 && (i > 0 || looked.Load() >= 2)
+		})
 	}
 	before, last := d.handoffs.count(), holder.Fence()
 	for i := range writers {
@@ -206,4 +221,11 @@ func TestMySQLHandOffFoundFirst(t *testing.T) {
 	if d.handoffs.found[r.ID] {
 		t.Error("a released hold's mark is kept: marks would pile up")
 	}
+}
+
+// count is how many calls wait for key here.
+func (q *localQueue) count(key string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.keys[key])
 }
