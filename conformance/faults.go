@@ -21,25 +21,21 @@ import (
 // others must go on while it hangs and after the crash, and it must take
 // the key again once healed.
 func checkFaultsUnderContention(e *env) error {
-	if e.h.Hang == nil || e.h.Crash == nil {
-		return skip("Harness.Hang or Harness.Crash is nil: no way to make a holder hang or crash")
+	if err := hangable(e); err != nil {
+		return err
 	}
 	ls, err := e.clientsN(4)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(e.ctx)
 	f := newFaultRun(e, len(ls))
 	f.rec = history.New()
-	var wg sync.WaitGroup
-	for i, l := range ls {
-		c := f.rec.Client()
-		wg.Go(func() { f.work(ctx, c, l, i) })
+	cs := make([]*history.Client, len(ls))
+	for i := range cs {
+		cs[i] = f.rec.Client()
 	}
-	err = f.faults(ls)
-	cancel()
-	wg.Wait()
-	if err != nil {
+	work := func(ctx context.Context, l locker.Locker, i int) { f.work(ctx, cs[i], l, i) }
+	if err := f.run(ls, work, f.faults); err != nil {
 		return err
 	}
 	if err := f.rec.Check(e.ctx); err != nil {
@@ -62,6 +58,29 @@ type faultRun struct {
 	granted chan struct{}       // a signal per grant, dropped when one is pending
 	holding []chan locker.Lease // a client's lease, while the fault step asks for it
 	asking  atomic.Int32        // 1 + the client whose lease is asked for; 0: none
+}
+
+// hangable is the skip of a check whose harness cannot hang and crash a
+// client, else nil.
+func hangable(e *env) error {
+	if e.h.Hang == nil || e.h.Crash == nil {
+		return skip("Harness.Hang or Harness.Crash is nil: no way to make a holder hang or crash")
+	}
+	return nil
+}
+
+// run runs work as each client of ls (i, its index) while faults acts on
+// them, and returns faults' error once every client has stopped.
+func (f *faultRun) run(ls []locker.Locker, work func(ctx context.Context, l locker.Locker, i int), faults func([]locker.Locker) error) error {
+	ctx, cancel := context.WithCancel(f.e.ctx)
+	var wg sync.WaitGroup
+	for i, l := range ls {
+		wg.Go(func() { work(ctx, l, i) })
+	}
+	err := faults(ls)
+	cancel()
+	wg.Wait()
+	return err
 }
 
 // newFaultRun is the run of n clients on the check's key "k".

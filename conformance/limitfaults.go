@@ -23,23 +23,16 @@ const limitFaultsN = 2
 // first), no fence is granted twice, the hung holders' Done close by their
 // Deadlines, and the others go on throughout.
 func checkLimitFaults(e *env) error {
-	if e.h.Hang == nil || e.h.Crash == nil {
-		return skip("Harness.Hang or Harness.Crash is nil: no way to make a holder hang or crash")
+	if err := hangable(e); err != nil {
+		return err
 	}
 	ls, err := e.limitClients(4)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(e.ctx)
 	f, held := newFaultRun(e, len(ls)), &slotLog{}
-	var wg sync.WaitGroup
-	for i, l := range ls {
-		wg.Go(func() { f.takeSlots(ctx, l, i, held) })
-	}
-	err = f.limitFaults(ls)
-	cancel()
-	wg.Wait()
-	if err != nil {
+	work := func(ctx context.Context, l locker.Locker, i int) { f.takeSlots(ctx, l, i, held) }
+	if err := f.run(ls, work, f.limitFaults); err != nil {
 		return err
 	}
 	return held.check(e)
