@@ -26,9 +26,10 @@ import (
 // attempt's (fence), and its grant starts when the attempt began plus
 // the least time pending heard, less the drift allowance's rate: no
 // master handed it before then. A call whose attempt comes first makes
-// the hand-off moot: the attempt meets the call's own holder and takes
-// the key afresh, as any attempt of the call does, and the holds pended
-// before it are never taken. A release of the handed hold, or the call's
+// the hand-off moot: the attempt meets the call's own holder and is
+// granted afresh there, even behind marks placed since, and the holds
+// pended before it are never taken; an attempt that fails gives such
+// masters' keys on as it undoes them (attempt). A release of the handed hold, or the call's
 // end without one (Abandon), takes the call's marks in the same script,
 // so that a master yet to hand the hold (its release late) hands the key
 // to the next waiter instead. A waiting Limited call pends its hold too,

@@ -507,3 +507,87 @@ func TestAbandonGivesBackAHandedSlot(t *testing.T) {
 		}
 	}
 }
+
+// A call that missed its hand-off's news (a master whose subscription was
+// not yet live as it first waited: Subscribe waits for a quorum of them)
+// meets the handed hold at its next attempt and is granted there, though
+// a waiter that subscribed before it has placed marks since: the hold
+// dropped and the call refused, the key would lie free with nobody told
+// until their marks' renewal, TTL/3 later. The waiter is handed the key
+// next.
+func TestUnheardHandoffIsTheCallsAtItsNextAttempt(t *testing.T) {
+	a, b, _, clients := handoffDrivers(t)
+	key := uniqueKey(t, "k")
+	first := take(t, a, exclusive(key))
+	r, early := exclusive(key), exclusive(key)
+	queueBehind(t, b, r)
+	if err := first.Hold.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a.bg.Wait()
+	if !heldBy(t, b, clients, key, r.Owner) {
+		t.Fatalf("holders %q after the release; want r's hand-off everywhere", owners(t, b, clients, key))
+	}
+	stateOf(r).pend = pending{} // as if r heard none of it
+	stateOf(early).stamp = stateOf(r).stamp - 1
+	woken := queueBehind(t, a, early) // its marks now stand before r's
+	g := take(t, b, r)
+	if g.Fence <= first.Fence {
+		t.Errorf("fence %d, not above the last holder's %d", g.Fence, first.Fence)
+	}
+	if err := g.Hold.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-woken:
+	case <-time.After(5 * time.Second):
+		t.Fatal("r's release did not wake the waiter behind it")
+	}
+	take(t, a, early)
+}
+
+// An attempt granted by a minority of masters hands the key on there as
+// it undoes the grant. Here a release split the key three ways (masters
+// 0 and 1 handed it to r, 2 and 3 to a waiter marked before r since, 4
+// yet to drop the holder): neither call heard a quorum, and the attempt
+// of the earlier one, refused, gives its two masters on to r, who then
+// holds four. Undone in silence, they would lie free with r told
+// nothing until its marks' renewal, TTL/3 later.
+func TestUndoneGrantHandsTheKeyOn(t *testing.T) {
+	a, b, _, clients := handoffDrivers(t)
+	ctx, key := context.Background(), uniqueKey(t, "k")
+	first := take(t, a, exclusive(key))
+	h := first.Hold.(*held)
+	r, early := exclusive(key), exclusive(key)
+	wokenR := queueBehind(t, b, r)
+	a.release(ctx, []*held{h}, []bool{true, true, false, false, false}, true)
+	a.bg.Wait()
+	stateOf(early).stamp = stateOf(r).stamp - 1
+	wokenEarly := queueBehind(t, a, early) // refused by r's holds and first's
+	a.release(ctx, []*held{h}, []bool{false, false, true, true, false}, true)
+	a.bg.Wait()
+	want := []string{r.Owner, r.Owner, early.Owner, early.Owner, first.Hold.(*held).owner}
+	if got := owners(t, a, clients, key); !slices.Equal(got, want) {
+		t.Fatalf("holders %q; want %q", got, want)
+	}
+	for _, woken := range []<-chan struct{}{wokenR, wokenEarly} {
+		select {
+		case <-woken: // two copies of a hand-off: each looks releaseSpread later
+		case <-time.After(5 * time.Second):
+			t.Fatal("a call handed two masters was not woken")
+		}
+	}
+	if g, err := a.Acquire(ctx, early); err != nil || g.Hold != nil {
+		t.Fatalf("Acquire(early) with two masters of five = %+v, %v; want refused", g, err)
+	}
+	a.bg.Wait()
+	select {
+	case <-wokenR:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the undone grant did not hand the key on (holders %q)", owners(t, a, clients, key))
+	}
+	g := take(t, b, r)
+	if g.Fence <= first.Fence {
+		t.Errorf("fence %d, not above the last holder's %d", g.Fence, first.Fence)
+	}
+}

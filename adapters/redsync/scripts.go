@@ -144,8 +144,11 @@ const requestArgs = 11
 // the marks of mode m by -(5+m), Limited holders by -10: each counts as
 // one contender when votes are sorted. A key whose anchor has an owner is an old version's record
 // (package doc): held exclusively by it, never marked. A random owner
-// meeting its own holder (an earlier attempt's lost undo) takes it
-// afresh. Marks are ordered by the stamp the client chose, the same on
+// meeting its own live holder (a hand-off it did not hear of, or an
+// earlier attempt's lost undo) is granted afresh, whatever marks stand
+// before it: they came after the key was the call's here, and were it
+// dropped and the call refused, the key would lie free with nobody told.
+// Marks are ordered by the stamp the client chose, the same on
 // every master, so that two waiters stand in one order everywhere and
 // cannot each be first on a minority for ever.
 var acquireLua = luaNow + luaCountFence + `
@@ -298,9 +301,14 @@ local function decide(k, a, s)
       end
     end
   elseif (mode == 0 and s.x == owner) or (mode > 0 and has(s.z, mode) and redis.call('ZSCORE', KEYS[k + 1 + mode], owner)) then
+    local live = holds(k, s, mode, owner)
     drop(k, mode, owner)
     if mode == 0 then
       s.x = nil
+    end
+    if live then
+      s.v = {2}
+      return
     end
   end
   s.v = limit(k, a, s, mode)
