@@ -130,15 +130,13 @@ func (d *redlock) attempt(ctx context.Context, rs []*driver.Request, q queueArgs
 		vs, took = d.sortReplies(res, len(rs))
 	}
 	// Failed: take the attempt back, even if ctx ended, wherever it may
-	// have landed (not on a refusal), announcing it (handing the key on)
-	// where it was granted: a grant there kept the waiters out, and one
-	// of a hold a release had handed the call (acquireScript) took the
-	// key from them; told nothing, they would wait out their marks' TTL/3.
+	// have landed (not on a refusal): the undo of a quorum is announced,
+	// that of a minority to the waiters marked there (undo).
 	undo := make([]bool, len(res))
 	for i, r := range res {
 		undo[i] = r.err != nil || took[i]
 	}
-	d.release(context.Background(), hs, undo, vs[0].got > 0)
+	d.undo(hs, undo, vs[0].got >= d.quorum)
 	gs, err := d.refusal(rs, vs, time.Since(start))
 	return gs, vs, err
 }

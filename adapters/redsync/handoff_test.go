@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -589,5 +590,43 @@ func TestUndoneGrantHandsTheKeyOn(t *testing.T) {
 	g := take(t, b, r)
 	if g.Fence <= first.Fence {
 		t.Errorf("fence %d, not above the last holder's %d", g.Fence, first.Fence)
+	}
+}
+
+// The undo of an attempt is quiet on masters where nobody is marked: a
+// waiter refused by a quorum, granted by the rest, would otherwise wake
+// itself there and attempt again and again. (A message published after
+// the undo, heard, shows that nothing came before it.)
+func TestUndoWhereNobodyWaitsIsQuiet(t *testing.T) {
+	a, b, _, clients := handoffDrivers(t)
+	ctx, key := context.Background(), uniqueKey(t, "k")
+	first := take(t, a, exclusive(key))
+	a.release(ctx, []*held{first.Hold.(*held)}, []bool{false, false, false, true, true}, false)
+	a.bg.Wait()
+	r := exclusive(key)
+	_, leave, err := b.Subscribe(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leave()
+	if g, err := b.Acquire(ctx, r); err != nil || g.Hold != nil {
+		t.Fatalf("Acquire behind a quorum's holder = %+v, %v; want refused", g, err)
+	}
+	b.bg.Wait()
+	n, k := name{driver.Plain, key}, hubKey(name{driver.Plain, key}, driver.Exclusive)
+	for _, i := range []int{3, 4} {
+		if err := clients[i].Publish(ctx, b.channel(n), fmt.Sprintf("sentinel%d 0", i)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	within(t, 5*time.Second, "the sentinels heard", func() bool {
+		return b.news.announced(k, "sentinel3") && b.news.announced(k, "sentinel4")
+	})
+	b.news.mu.Lock()
+	defer b.news.mu.Unlock()
+	for _, rel := range b.news.keys[k].released {
+		if !strings.HasPrefix(rel.id, "sentinel") {
+			t.Errorf("heard the release of %q, %d copies; want the undo quiet", rel.id, rel.copies)
+		}
 	}
 }

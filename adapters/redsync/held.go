@@ -141,14 +141,50 @@ func (d *redlock) RefreshBatch(ctx context.Context, hs []driver.Hold) ([]driver.
 // timeout, lest a slow one keep a record (and its waiters) until it
 // expires: dropping a hold by its id twice changes nothing.
 func (d *redlock) release(ctx context.Context, hs []*held, on []bool, announce bool) []result[[]int64] {
+	tell := silent
+	if announce {
+		tell = told
+	}
+	return d.dropHolds(ctx, hs, on, tell)
+}
+
+// undo is release for a failed attempt's holds, announced if a quorum
+// granted them (a Limited call short of quorumOf's count, whose waiters
+// and itself look again at once). An Exclusive one's undo on a minority
+// is told where waiters are marked, whom the grant there kept out (or
+// took the key from, a hold a release had handed the call:
+// acquireScript), lest they wait out their marks' TTL/3; a master where
+// nobody is marked stays quiet, so that a waiter refused by a quorum,
+// its grants on the others undone, does not wake itself. A minority of
+// slots goes back in silence, as ever: handed on, they would pass round
+// the waiters, none holding on quorumOf's count of masters.
+func (d *redlock) undo(hs []*held, on []bool, quorum bool) {
+	tell := toldIfMarked
+	if quorum {
+		tell = told
+	}
+	d.dropHolds(context.Background(), hs, on, tell)
+}
+
+// telling is whom a release tells: releaseScript's channel and quiet flag.
+type telling int
+
+const (
+	silent       telling = iota // nobody
+	told                        // every waiter of the key
+	toldIfMarked                // as told, where a waiter is marked; Exclusive holds only
+)
+
+// dropHolds is release, telling as tell says.
+func (d *redlock) dropHolds(ctx context.Context, hs []*held, on []bool, tell telling) []result[[]int64] {
 	keys := make([]string, 0, 1+(4+len(modes))*len(hs))
 	keys = append(keys, d.counterKey())
-	args := make([]any, 0, 2+5*len(hs))
+	args := make([]any, 0, 3+5*len(hs))
 	args = append(args, d.counted.Load()+1, d.handPrefix())
 	for _, h := range hs {
 		h.released.Store(true)
 		channel := ""
-		if announce {
+		if tell == told || tell == toldIfMarked && h.mode == driver.Exclusive {
 			channel = d.channel(h.n)
 		}
 		keys = append(keys, d.anchor(h.n), d.holders(h.n, h.mode), d.markExpiries(h.n))
@@ -163,6 +199,7 @@ func (d *redlock) release(ctx context.Context, hs []*held, on []bool, announce b
 		}
 		args = append(args, int(h.mode), h.owner, id, channel, h.call)
 	}
+	args = append(args, tell == toldIfMarked) // the quiet flag, last
 	rr := &releaseRound{d: d, hs: hs, keys: keys, args: args}
 	for _, h := range hs { // the longest node timeout: no grant's reply comes later
 		rr.ttl = max(rr.ttl, h.ttl)

@@ -249,7 +249,9 @@ end
 // channels, then 5 per hold (mode, owner, hold id (or "|id|id|…|": those
 // of them the holder has: a call's pended holds, handoff.go), channel
 // ("" for silence), call id ("": none) whose mark in the hold's mode goes
-// too, if it pends one of the holds listed). Replies per hold 0 if the holder is
+// too, if it pends one of the holds listed), and last the quiet flag ("1":
+// publish only where a waiter is marked, the undo of an attempt; "0").
+// Replies per hold 0 if the holder is
 // not live or lacks the hold, 1 if holds remain, 2 when the holder was
 // deleted: that publishes "<creator id> <fence>[ <next waiter>]" (see
 // news) if no live holder of its mode is left, as only then may a waiter
@@ -290,7 +292,7 @@ if #KEYS == 10 then
   local mine = one == id or (one and string.find(id, '|' .. one .. '|', 1, true))
   if live and not v[6] and mine and redis.call('HLEN', H) == own then
     redis.call('DEL', H, Z)
-    if ARGV[6] ~= '' then
+    if ARGV[6] ~= '' and ARGV[#ARGV] ~= '1' then
       redis.call('PUBLISH', ARGV[6], (v[4] or '') .. ' ' .. (v[5] or '0'))
     end
     return {2}
@@ -331,6 +333,13 @@ local function unmarkOwn(W, Q, P, m, call, ids)
   redis.call('HDEL', P, call)
   return true
 end
+-- tell publishes news and the next waiter w on ch, if not "" and, with
+-- the quiet flag (the last ARGV), only where w is someone.
+local function tell(ch, news, w)
+  if ch ~= '' and (ARGV[#ARGV] ~= '1' or w ~= '') then
+    redis.call('PUBLISH', ch, news .. w)
+  end
+end
 local out = {}
 for i = 0, (#KEYS - 1) / 9 - 1 do
   local b, c = 1 + 9 * i, 2 + 5 * i
@@ -352,9 +361,7 @@ for i = 0, (#KEYS - 1) / 9 - 1 do
       if redis.call('HGET', H, 'o') == '' then
         tidy(H, W)
       end
-      if ch ~= '' then
-        redis.call('PUBLISH', ch, ' 0' .. nextWaiter(H, W, b + 4, L4))
-      end
+      tell(ch, ' 0', nextWaiter(H, W, b + 4, L4))
     end
   elseif rest ~= ',' then
     redis.call('HSET', H, 'h' .. m .. owner, rest)
@@ -380,8 +387,8 @@ for i = 0, (#KEYS - 1) / 9 - 1 do
       end
     end
     tidy(H, W)
-    if ch ~= '' and freed and not handed then
-      redis.call('PUBLISH', ch, news .. nextWaiter(H, W, b + 4, L4))
+    if freed and not handed then
+      tell(ch, news, nextWaiter(H, W, b + 4, L4))
     end
     out[i + 1] = 2
   end

@@ -144,11 +144,14 @@ const requestArgs = 11
 // the marks of mode m by -(5+m), Limited holders by -10: each counts as
 // one contender when votes are sorted. A key whose anchor has an owner is an old version's record
 // (package doc): held exclusively by it, never marked. A random owner
-// meeting its own live holder (a hand-off it did not hear of, or an
-// earlier attempt's lost undo) is granted afresh, whatever marks stand
-// before it: they came after the key was the call's here, and were it
-// dropped and the call refused, the key would lie free with nobody told.
-// Marks are ordered by the stamp the client chose, the same on
+// meeting its own live Exclusive holder (a hand-off it did not hear of,
+// or an earlier attempt's lost undo) is granted afresh, whatever marks
+// stand before it: they came after the key was the call's here, and were
+// it dropped and the call refused, the key would lie free with nobody
+// told. (Its own slot is dropped and the request decided again: slots
+// go in the marks' order, and a call keeping its slot behind earlier
+// marks would pass slots round the waiters, none holding on quorumOf's
+// count of masters.) Marks are ordered by the stamp the client chose, the same on
 // every master, so that two waiters stand in one order everywhere and
 // cannot each be first on a minority for ever.
 var acquireLua = luaNow + luaCountFence + `
@@ -306,7 +309,7 @@ local function decide(k, a, s)
     if mode == 0 then
       s.x = nil
     end
-    if live then
+    if live and mode == 0 then
       s.v = {2}
       return
     end
