@@ -204,7 +204,7 @@ func (d *redlock) dropHolds(ctx context.Context, hs []*held, on []bool, tell tel
 	for _, h := range hs { // the longest node timeout: no grant's reply comes later
 		rr.ttl = max(rr.ttl, h.ttl)
 	}
-	res, late := eachUntil(ctx, d, d.nodeTimeout(rr.ttl), rr.call(on), d.releasedBy(len(hs)), true)
+	res, late := eachUntil(ctx, d, d.nodeTimeout(rr.ttl), rr.call(on), d.releasedBy(hs), true)
 	failed := failedMasters(res)
 	switch {
 	case late != nil: // the rest in the background
@@ -283,12 +283,14 @@ func failedMasters(res []result[[]int64]) []bool {
 	return failed
 }
 
-// releasedBy decides a release of one hold once a quorum of masters
-// dropped it (outcome's nil, whatever the others reply). nil for several.
-func (d *redlock) releasedBy(holds int) func([]result[[]int64]) bool {
-	if holds != 1 {
+// releasedBy decides a release of one hold once as many masters dropped
+// it as grant its mode (quorumOf: a slot, more than a quorum), so that a
+// slot released is free for the next to take; nil for several holds.
+func (d *redlock) releasedBy(hs []*held) func([]result[[]int64]) bool {
+	if len(hs) != 1 {
 		return nil
 	}
+	need := d.quorumOf(hs[0].mode, hs[0].limit)
 	return func(res []result[[]int64]) bool {
 		n := 0
 		for _, r := range res {
@@ -296,6 +298,6 @@ func (d *redlock) releasedBy(holds int) func([]result[[]int64]) bool {
 				n++
 			}
 		}
-		return n >= d.quorum
+		return n >= need
 	}
 }
