@@ -11,7 +11,8 @@
 // or WithNodeTimeout); success if a quorum (N/2+1) granted and time is
 // left, else the attempt is undone wherever it may have landed. A round
 // ends as soon as a quorum's replies decide it (a grant, not Limited, by
-// a quorum that drew one counter; a release by a quorum), so a stalled
+// a quorum that drew one counter; a release by a quorum, a slot's by as
+// many masters as grant one, so that the slot is free to the next), so a stalled
 // master costs a call nothing; the others' replies are dealt with in the
 // background (a late grant is given the fence, and a release reaches its
 // master only after it). An attempt or a release whose ctx ends
@@ -115,7 +116,11 @@
 // call pended (each attempt pends a new one: a master its last attempt
 // missed hands an earlier one) and take the call's marks in the same
 // script, so that a master whose release comes late hands the key to the
-// next waiter instead. A mark not renewed for half its TTL is not handed the key (a
+// next waiter instead. A call that missed the news (a Locker's first
+// wait returns once a quorum of its subscriptions is live) meets its
+// handed hold at its next attempt and is granted there afresh; an
+// attempt undone on a minority hands the key on where a waiter is
+// marked. A mark not renewed for half its TTL is not handed the key (a
 // waiter renews it every TTL/3): a dead waiter's keeps the key from the
 // others no longer than before, until it lapses. A Limited holder's
 // release hands its slot the same way, to the first mark if it is a
