@@ -304,12 +304,12 @@ local function decide(k, a, s)
       end
     end
   elseif (mode == 0 and s.x == owner) or (mode > 0 and has(s.z, mode) and redis.call('ZSCORE', KEYS[k + 1 + mode], owner)) then
-    local live = holds(k, s, mode, owner)
+    local live = mode == 0 and alive(s.xe) ~= nil
     drop(k, mode, owner)
     if mode == 0 then
       s.x = nil
     end
-    if live and mode == 0 then
+    if live then
       s.v = {2}
       return
     end
