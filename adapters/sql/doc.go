@@ -201,13 +201,14 @@
 // at once, the others only keep their places, a TTL/3 apart; none polls
 // while the key is held here), and those
 // of other processes through a park: the process's first waiter for a key
-// held elsewhere parks a connection the process keeps for parks in SLEEP,
-// recorded in the park table, with the process's name in its waiters'
+// held elsewhere parks a connection the process keeps for parks, waiting
+// in GET_LOCK for a name another of its connections holds (the anchor;
+// not SLEEP, whose KILL MariaDB may take 2 s to land), recorded in the park table, with the process's name in its waiters'
 // places, and a release that leaves the key free
 // (locker_locks_xrelease_v3) interrupts, once its deletion is committed,
 // the park of the process whose waiter is first in the queue (KILL
 // QUERY, only on a connection holding the named lock of parks): that
-// process alone is woken, and its waiter claims the key. A park sleeps only while an
+// process alone is woken, and its waiter claims the key. A park waits only while an
 // Exclusive holder keeps the key or, the key free, another process's
 // parking waiter comes first, and while its park row is there (a release
 // takes the row before its KILL), which the statement that sleeps asks,

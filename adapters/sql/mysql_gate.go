@@ -37,7 +37,7 @@ type gates struct {
 	max     int
 	hub     *wait.Hub
 	local   *localQueue
-	sql     *myStatements   // first: the key's first live waiter's token, or ''; multi; park, sleep, unpark
+	sql     *myStatements   // first: the key's first live waiter's token, or ''; multi; park, sleep (the park's wait), unpark
 	parking atomic.Bool     // gates park (mysql_park.go) and watch no name
 	proc    string          // this process's parks' name
 	ctx     context.Context // ends with the last Locker on db and table
@@ -47,6 +47,9 @@ type gates struct {
 	keys map[string]*gate
 	held map[string]bool // keys this process holds: their releases here wake the waiters here
 	lot  []*parkConn     // parking: connections kept for the next park
+
+	anchorMu sync.Mutex
+	anchor   *dbsql.Conn // parking: holds the name the parks wait for (mysql_anchor.go)
 
 	woken atomic.Int64 // parks a release interrupted, for tests and telemetry
 }
@@ -100,7 +103,7 @@ func (gs *gates) watch(key string, ttl time.Duration) {
 	if gs.keys[key] != nil || gs.held[key] || gs.ctx.Err() != nil {
 		return
 	}
-	if len(gs.keys) >= gs.max {
+	if len(gs.keys) >= gs.room() {
 		if gs.parking.Load() {
 			gs.reclaimLocked() // for the next time
 		}
@@ -388,6 +391,7 @@ func (gs *gates) close() {
 	for _, pc := range lot {
 		closeBad(pc.conn)
 	}
+	gs.dropAnchor(nil)
 	if gs.sql != nil && gs.sql.unparkAll != "" { // this process's park rows, as it may (a crash leaves them: harmless, see mysql_park.go)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	dbsql "database/sql"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -183,9 +184,17 @@ func TestMySQLWaiterOfItsOwnProcessWaitsQuietly(t *testing.T) {
 	}
 }
 
-// A pool of one connection has no room for a gate: its waiter polls, and
+// A pool of one connection has no room for a gate, nor one of two while
+// gates park (the gate and the anchor would take it all, and the woken
+// waiter would find no connection to try with): the waiter polls, and
 // still gets the key another process releases.
-func TestMySQLPoolOfOneHasNoGate(t *testing.T) {
+func TestMySQLSmallPoolHasNoGate(t *testing.T) {
+	for _, pool := range []int{1, 2} {
+		t.Run(strconv.Itoa(pool), func(t *testing.T) { smallPoolHasNoGate(t, pool) })
+	}
+}
+
+func smallPoolHasNoGate(t *testing.T, pool int) {
 	ctx := t.Context()
 	u := testenv.URL(t, "LOCKER_TEST_MYSQL")
 	dsn, _, err := mysqlDSN(u)
@@ -202,7 +211,7 @@ func TestMySQLPoolOfOneHasNoGate(t *testing.T) {
 			t.Fatal(err)
 		}
 		sqlDB, _ := gdb.DB()
-		sqlDB.SetMaxOpenConns(1)
+		sqlDB.SetMaxOpenConns(pool)
 		t.Cleanup(func() { _ = sqlDB.Close() })
 		db = sqlDB
 		if ls[i], err = New(gdb); err != nil {
@@ -210,7 +219,7 @@ func TestMySQLPoolOfOneHasNoGate(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = ls[i].Close() })
 	}
-	key := "pool1-" + rand.Text()
+	key := "small-pool-" + rand.Text()
 	held, err := ls[0].Lock(ctx, key)
 	if err != nil {
 		t.Fatal(err)
@@ -227,10 +236,10 @@ func TestMySQLPoolOfOneHasNoGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gates, n := w.gates.max, w.gates.count()
+	gates, n := w.gates.room(), w.gates.count()
 	release()
 	if gates != 0 || n != 0 {
-		t.Errorf("a pool of one connection may have %d gates, has %d", gates, n)
+		t.Errorf("a pool of %d connections may have %d gates, has %d", pool, gates, n)
 	}
 	if err := held.Unlock(ctx); err != nil {
 		t.Fatal(err)

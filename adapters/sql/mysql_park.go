@@ -15,7 +15,8 @@ import (
 // Parks wake the waiters of one process on a release in another with no
 // detour: where this process's connections are the release procedure's
 // to interrupt (its definer is this user: parking), a gate holds no named
-// lock. It parks a connection of its own in SLEEP, recorded in the key's
+// lock. It parks a connection of its own, waiting for the process's
+// anchor (mysql_anchor.go), recorded in the key's
 // park row for this process, and the waiters' places name the process
 // (proc). A release that leaves the key free (myXReleaseProc) interrupts,
 // once its deletion is committed, the park of the process whose waiter
@@ -26,7 +27,7 @@ import (
 // a Locker's Close its process's: rows do not pile up with the keys a
 // process waited for (a crashed process's stay, harmless).
 //
-// A park sleeps only while an Exclusive holder keeps the key or, the key
+// A park waits only while an Exclusive holder keeps the key or, the key
 // free, another process's parking waiter comes first (a quarter second at
 // most then), asked in the statement that sleeps: a release committed
 // before it began is seen, and one after it interrupts it. A waiter whose
@@ -47,9 +48,9 @@ import (
 // connections are never given back to the pool, which would run another
 // statement on them, but kept for the next park (at most lotSize idle,
 // the others closed): such a late KILL wakes a park for nothing, and its
-// waiter looks once more. A connection per key waited for and lotSize
-// more are outside the pool's count of idle connections, within its
-// MaxOpenConns.
+// waiter looks once more. A connection per key waited for, lotSize
+// more and the anchor's are outside the pool's count of idle
+// connections, within its MaxOpenConns (gates.room).
 const lotSize = 2
 
 // parkLock, followed by a connection's id, names the lock that marks the
@@ -67,8 +68,8 @@ type parkConn struct {
 // one plain statement. park records the connection in the key's park row,
 // and parkMark marks the key's row: the mark waits for a release that
 // holds the row, so that the look after it sees that release. sleep
-// sleeps while what keeps the key from this process's waiter will
-// interrupt the park as it goes: an Exclusive holder (a header, owner ”,
+// waits for the anchor (mysql_anchor.go) while what keeps the key from
+// this process's waiter will interrupt the park as it goes: an Exclusive holder (a header, owner ”,
 // stands for modal holders, whose releases interrupt no park), or, the
 // key free, another process's parking waiter first; and only while the
 // park row it wrote is there, which a release takes before its KILL
@@ -83,10 +84,10 @@ func (m *myStatements) parkStatements(fill func(string) string, match string) {
 	m.park = fill("INSERT INTO `{tn}_park` (`key`, proc, conn) VALUES (?, ?, CONNECTION_ID()) ON DUPLICATE KEY UPDATE conn = VALUES(conn)")
 	m.parkMark = fill("UPDATE {t} SET parked = 1 WHERE `key` = ?")
 	m.sleep = fill("SELECT /* locker park */ CASE WHEN NOT EXISTS (SELECT 1 FROM `{tn}_park` WHERE `key` = ? AND proc = ? AND conn = CONNECTION_ID()) THEN 0 " +
-		"WHEN EXISTS (SELECT 1 FROM {t} WHERE `key` = ? AND expires_at > {now} AND owner <> '') THEN SLEEP(?) " +
+		"WHEN EXISTS (SELECT 1 FROM {t} WHERE `key` = ? AND expires_at > {now} AND owner <> '') THEN GET_LOCK(?, ?) " +
 		"WHEN NOT EXISTS (SELECT 1 FROM {t} WHERE `key` = ? AND expires_at > {now}) AND " +
 		"COALESCE((SELECT proc FROM {q} WHERE `key` = ? AND expires_at > {now} ORDER BY seq LIMIT 1), '') NOT IN ('', ?) " +
-		"THEN SLEEP(LEAST(?, " + parkFree + ")) ELSE 0 END")
+		"THEN GET_LOCK(?, LEAST(?, " + parkFree + ")) ELSE 0 END")
 	m.unparkAll = fill("DELETE FROM `{tn}_park` WHERE proc = ?")
 	m.unpark = fill("DELETE FROM `{tn}_park` WHERE `key` = ? AND proc = ? AND conn = CONNECTION_ID()")
 }
@@ -113,6 +114,7 @@ func (gs *gates) stopParking() {
 			g.cancel()
 		}
 	}
+	gs.dropAnchor(nil)
 }
 
 // procID is the name of this process's parks in the waiters' places, or
@@ -199,9 +201,9 @@ func (gs *gates) runParked(ctx context.Context, key string, g *gate) {
 	}
 }
 
-// park records pc as this process's park for key and sleeps on it (see
-// parkStatements). It reports woken where SLEEP returns 1 for a KILL;
-// MariaDB fails the statement instead (interrupted).
+// park records pc as this process's park for key and waits on it (see
+// parkStatements). It reports woken where GET_LOCK answers NULL for a
+// KILL; MariaDB fails the statement instead (interrupted).
 //
 // One statement at a time, though the connection takes several: a KILL
 // that MariaDB gets between two statements of one query ends the query
@@ -213,25 +215,39 @@ func (gs *gates) runParked(ctx context.Context, key string, g *gate) {
 // interrupts nothing, or the next one, and the sleep then finds its row
 // taken.
 func (gs *gates) park(ctx context.Context, pc *parkConn, key string, timeout float64) (woken bool, err error) {
+	anchor, err := gs.anchored(ctx)
+	if err != nil {
+		return false, err
+	}
 	if _, err := pc.conn.ExecContext(ctx, gs.sql.park, key, gs.proc); err != nil {
 		return false, err
 	}
 	if _, err := pc.conn.ExecContext(ctx, gs.sql.parkMark, key); err != nil {
 		return false, err
 	}
-	var slept dbsql.NullInt64
-	err = pc.conn.QueryRowContext(ctx, gs.sql.sleep, gs.sleepArgs(key, timeout)...).Scan(&slept)
-	return slept.Int64 == 1, err
+	var got dbsql.NullInt64
+	switch err = pc.conn.QueryRowContext(ctx, gs.sql.sleep, gs.sleepArgs(key, timeout)...).Scan(&got); {
+	case err != nil:
+		return false, err
+	case !got.Valid:
+		return true, nil
+	case got.Int64 == 1: // the anchor's connection is gone: the next park takes a new one
+		_, err = pc.conn.ExecContext(ctx, "DO RELEASE_LOCK(?)", gs.anchorName())
+		gs.dropAnchor(anchor)
+		return false, err
+	}
+	return false, nil
 }
 
 // sleepArgs are the arguments of the statement that sleeps (parkStatements)
 // on key for at most timeout seconds.
 func (gs *gates) sleepArgs(key string, timeout float64) []any {
-	return []any{key, gs.proc, key, timeout, key, key, gs.proc, timeout}
+	anchor := gs.anchorName()
+	return []any{key, gs.proc, key, anchor, timeout, key, key, gs.proc, anchor, timeout}
 }
 
-// interrupted: a statement ended by KILL QUERY (MariaDB; MySQL's SLEEP
-// returns 1 instead).
+// interrupted: a statement ended by KILL QUERY (MariaDB; MySQL's
+// GET_LOCK answers NULL instead).
 func interrupted(err error) bool {
 	var my *mysql.MySQLError
 	return errors.As(err, &my) && my.Number == 1317

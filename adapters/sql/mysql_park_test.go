@@ -99,7 +99,8 @@ func TestMySQLReleaseFindsTheParkedProcessGone(t *testing.T) {
 }
 
 // A gate parked with no waiter left gives its room up when another key
-// needs it: with room for one gate (a pool of two), a waiter of key 1
+// needs it: with room for one gate (a pool of four: half of it, less the
+// anchor's connection), a waiter of key 1
 // parks and gives up, its gate staying parked; a waiter of key 2 then
 // gets a parked gate of its own, and is woken by a release.
 func TestMySQLIdleParkGivesItsRoomUp(t *testing.T) {
@@ -113,7 +114,7 @@ func TestMySQLIdleParkGivesItsRoomUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	sqlDB, _ := gdb.DB()
-	sqlDB.SetMaxOpenConns(2)
+	sqlDB.SetMaxOpenConns(4)
 	t.Cleanup(func() { _ = sqlDB.Close() })
 	w, err := New(gdb)
 	if err != nil {
@@ -126,8 +127,8 @@ func TestMySQLIdleParkGivesItsRoomUp(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = h.Close() })
 	gs := gatesOf(t, sqlDB)
-	if gs.max != 1 || !gs.parking.Load() {
-		t.Fatalf("a pool of two has room for %d gates (parking %v), want 1", gs.max, gs.parking.Load())
+	if gs.room() != 1 || !gs.parking.Load() {
+		t.Fatalf("a pool of four has room for %d gates (parking %v), want 1", gs.room(), gs.parking.Load())
 	}
 	key1, key2 := "park-room-"+rand.Text(), "park-room-"+rand.Text()
 	held1, err := h.Lock(ctx, key1)
@@ -169,8 +170,8 @@ func TestMySQLIdleParkGivesItsRoomUp(t *testing.T) {
 	}
 }
 
-// parked reports whether key's gate sleeps in the server (SLEEP, as the
-// process list shows it), not only on its way there.
+// parked reports whether key's gate waits in the server (for the anchor's
+// name, as the process list shows it), not only on its way there.
 func (gs *gates) parked(t *testing.T, key string) bool {
 	gs.mu.Lock()
 	g := gs.keys[key]
@@ -183,7 +184,7 @@ func (gs *gates) parked(t *testing.T, key string) bool {
 		return false
 	}
 	var n int
-	err := gs.db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND STATE = 'User sleep'", id).Scan(&n)
+	err := gs.db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND STATE = 'User lock'", id).Scan(&n)
 	if err != nil {
 		t.Fatal(err)
 	}
