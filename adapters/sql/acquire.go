@@ -266,6 +266,13 @@ func (d *sqlDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan st
 // uncontended Lock starts no LISTEN.
 func (d *sqlDriver) Listening() bool { return d.listening != nil && d.listening() }
 
+// ListeningFor is Listening, or, on MySQL, whether r's key is hot here
+// (mysql_hot.go): its Subscribe costs no round trip, and its first attempt
+// then takes its place before it claims.
+func (d *sqlDriver) ListeningFor(r *driver.Request) bool {
+	return d.Listening() || d.gates.isHot(r.Key, r.TTL/3)
+}
+
 // hold is one granted hold's calls (driver.Hold and driver.Expirer), each
 // matching the row by key, owner, fence and hold id.
 type hold struct {

@@ -250,8 +250,10 @@ func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Requ
 		return m.granted(ctx, d, r, token, fence, queued, err)
 	}
 	// A call refused a moment ago takes its place first: a claim now
-	// would most likely be refused again.
-	placing := token != "" && callOf(r).refused && callOf(r).placed.IsZero()
+	// would most likely be refused again; so does a new call for a hot
+	// key (mysql_hot.go).
+	c := callOf(r)
+	placing := token != "" && c.placed.IsZero() && (c.refused || d.gates.isHot(r.Key, r.TTL/3))
 	watch := watcher(d, r, token)
 	for ; ; placing = false {
 		if !placing {
@@ -272,7 +274,8 @@ func (m *myStatements) acquire(ctx context.Context, d *sqlDriver, r *driver.Requ
 			d.gates.pass(r.Key) // our watch, if it got the name, hands it on
 			watch(!s.unparked)  // the next one, behind the others
 			return driver.Grant{Retry: time.Duration(s.ahead) * time.Millisecond}, nil
-		case s.ids == "": // released meanwhile
+		case s.ids == "": // released meanwhile, or free all along
+			d.gates.cool(r.Key)
 		case s.left > 0 && s.fence == 0 && s.ids == id: // our claim, its fence lost with a connection
 			if fence, ok, err := m.fenceClaim(ctx, d, r, id); err != nil || ok {
 				return grant(fence, true, err)
@@ -419,6 +422,9 @@ func (m *myStatements) release(ctx context.Context, h *hold) (ok, freed bool, er
 		// next nil: the release wakes the park of the process whose
 		// waiter is first (mysql_park.go)
 		if ok, freed, err := m.handOff(ctx, h, next); err != nil || ok {
+			if freed && next == nil && h.waited {
+				h.d.gates.heat(h.key)
+			}
 			return ok, freed, err
 		}
 	}

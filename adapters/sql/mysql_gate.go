@@ -45,8 +45,9 @@ type gates struct {
 
 	mu   sync.Mutex
 	keys map[string]*gate
-	held map[string]bool // keys this process holds: their releases here wake the waiters here
-	lot  []*parkConn     // parking: connections kept for the next park
+	held map[string]bool      // keys this process holds: their releases here wake the waiters here
+	lot  []*parkConn          // parking: connections kept for the next park
+	hot  map[string]time.Time // keys whose releases here left them to waiters elsewhere (mysql_hot.go)
 
 	anchorMu sync.Mutex
 	anchor   *dbsql.Conn // parking: holds the name the parks wait for (mysql_anchor.go)
