@@ -617,6 +617,7 @@ func TestUndoWhereNobodyWaitsIsQuiet(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer leave()
+	everyLive(t, b) // the undo's copies, were they told, would be heard
 	if g, err := b.Acquire(ctx, r); err != nil || g.Hold != nil {
 		t.Fatalf("Acquire behind a quorum's holder = %+v, %v; want refused", g, err)
 	}

@@ -134,3 +134,27 @@ func within(t testing.TB, d time.Duration, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond) // polling a server's state: nothing to wait on
 	}
 }
+
+// everyLive waits until d's subscription on every master is live
+// (Subscribe returns at a quorum), for tests that publish on a given
+// master: a message there before its subscription is live is lost.
+func everyLive(t testing.TB, d *redlock) {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		d.mu.Lock()
+		all, changed := true, d.changed
+		for _, m := range d.masters {
+			all = all && m.live
+		}
+		d.mu.Unlock()
+		if all {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatal("not every master's subscription is live within 5s")
+		}
+	}
+}
