@@ -74,8 +74,9 @@ func take(t *testing.T, d *redlock, r *driver.Request) driver.Grant {
 	return g
 }
 
-// queueBehind makes r wait behind the key's holder: subscribed, refused,
-// its mark and pending hold placed on every master.
+// queueBehind makes r wait behind the key's holder: subscribed on every
+// master (every copy of its news is heard), refused, its mark and pending
+// hold placed on every master.
 func queueBehind(t *testing.T, d *redlock, r *driver.Request) <-chan struct{} {
 	t.Helper()
 	woken, leave, err := d.Subscribe(context.Background(), r)
@@ -83,6 +84,7 @@ func queueBehind(t *testing.T, d *redlock, r *driver.Request) <-chan struct{} {
 		t.Fatal(err)
 	}
 	t.Cleanup(leave)
+	everyLive(t, d)
 	g, err := d.Acquire(context.Background(), r)
 	if err != nil || g.Hold != nil {
 		t.Fatalf("Acquire behind a holder = %+v, %v; want refused", g, err)
