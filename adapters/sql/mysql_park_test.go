@@ -24,12 +24,9 @@ import (
 // attempt, until b's release interrupts it in turn.
 func TestMySQLReleaseWakesTheFirstProcessAlone(t *testing.T) {
 	ctx := t.Context()
-	ls := processes(t, 3)
+	ls := parkingProcesses(t, 3)
 	a, b, c := ls[0], ls[1], ls[2]
 	db, dc := driverOf(b), driverOf(c)
-	if !db.gates.parking.Load() {
-		t.Fatal("the gates do not park: the release procedure's definer is not this user")
-	}
 	key := "park-" + rand.Text()
 	held, err := a.Lock(ctx, key)
 	if err != nil {
@@ -203,6 +200,17 @@ func processes(t *testing.T, n int) []locker.Locker {
 		}
 		t.Cleanup(func() { _ = l.Close() })
 		ls[i] = l
+	}
+	return ls
+}
+
+// parkingProcesses is processes(t, n), failing t unless their gates park.
+func parkingProcesses(t *testing.T, n int) []locker.Locker {
+	ls := processes(t, n)
+	for _, l := range ls {
+		if !driverOf(l).gates.parking.Load() {
+			t.Fatal("the gates do not park: the release procedure's definer is not this user")
+		}
 	}
 	return ls
 }
@@ -451,11 +459,8 @@ func TestMySQLParkRowsGoWithTheirWakes(t *testing.T) {
 // held, so without that it would sleep its hour.
 func TestMySQLParkWhoseRowWentDoesNotSleep(t *testing.T) {
 	ctx := t.Context()
-	ls := processes(t, 2)
+	ls := parkingProcesses(t, 2)
 	gs := driverOf(ls[1]).gates
-	if !gs.parking.Load() {
-		t.Fatal("the gates do not park: the release procedure's definer is not this user")
-	}
 	key := "park-row-gone-" + rand.Text()
 	held, err := ls[0].Lock(ctx, key)
 	if err != nil {
