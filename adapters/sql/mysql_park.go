@@ -69,12 +69,12 @@ type parkConn struct {
 // and parkMark marks the key's row: the mark waits for a release that
 // holds the row, so that the look after it sees that release. sleep
 // waits for the anchor (mysql_anchor.go) while what keeps the key from
-// this process's waiter will interrupt the park as it goes: an Exclusive holder (a header, owner ”,
-// stands for modal holders, whose releases interrupt no park), or, the
-// key free, another process's parking waiter first; and only while the
-// park row it wrote is there, which a release takes before its KILL
-// (sleepArgs); tagged, as a release interrupts only a connection that
-// runs it. unpark and unparkAll forget parks.
+// this process's waiter will interrupt the park as it goes: an Exclusive
+// holder (a header, owner ”, stands for modal holders, whose releases
+// interrupt no park), or, the key free, another process's parking waiter
+// first; and only while the park row it wrote is there, which a release
+// takes before its KILL (sleepArgs); tagged, as a release interrupts only
+// a connection that runs it. unpark and unparkAll forget parks.
 func (m *myStatements) parkStatements(fill func(string) string, match string) {
 	m.quiet = fill("DELETE FROM {t}" + match + " AND ids = ? AND parked = 0")
 	// mark: a waiter of a parking process (proc ?, else '') marks the row
