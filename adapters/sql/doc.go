@@ -204,14 +204,22 @@
 // held elsewhere parks a connection the process keeps for parks, waiting
 // in GET_LOCK for a name another of its connections holds (the anchor;
 // not SLEEP, whose KILL MariaDB may take 2 s to land), recorded in the park table, with the process's name in its waiters'
-// places, and a release that leaves the key free
-// (locker_locks_xrelease_v3) interrupts, once its deletion is committed,
-// the park of the process whose waiter is first in the queue (KILL
-// QUERY, only on a connection holding the named lock of parks): that
-// process alone is woken, and its waiter claims the key. A park waits only while an
-// Exclusive holder keeps the key or, the key free, another process's
-// parking waiter comes first, and while its park row is there (a release
-// takes the row before its KILL), which the statement that sleeps asks,
+// places, with the owner and TTL of the hold each asks for. A release
+// (locker_locks_xrelease_v4) grants the key, in its transaction, to the
+// first live waiter if it is Exclusive and of a parking process, and
+// interrupts, once that is committed, the park of that waiter's process
+// (KILL QUERY, only on a connection holding the named lock of parks):
+// that process alone is woken, its gate reads the grant and hands it to
+// the waiter, who takes it with no statement of its own. A release that
+// cannot grant (the first waiter modal, or of a process that does not
+// park or of an earlier version) leaves the key free and interrupts the
+// park of the process whose waiter is first, and that waiter claims it.
+// A park waits only while an Exclusive holder other than its process's
+// first waiter (a release may have granted that one the key before the
+// park began) keeps the key, until the holder's row lapses at most, or,
+// the key free, another process's parking waiter comes first, and while
+// its park row is there (a release takes the row before its KILL), which
+// the statement that sleeps asks,
 // so that no release falls between the look and the sleep; a park sends
 // its statements one at a time, as a KILL between two statements of one
 // query leaves the driver waiting for the rest for good; a waiter behind

@@ -124,6 +124,19 @@ func (h *handoffs) stopped(token string) bool {
 	return ok
 }
 
+// grant keeps token's hand-off g if waiting says its call still waits,
+// reporting whether it did.
+func (h *handoffs) grant(token string, g handoff, waiting func(token string) bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !waiting(token) {
+		return false
+	}
+	h.give(token, g)
+	delete(h.found, token)
+	return true
+}
+
 // give keeps token's hand-off. Callers hold h.mu.
 func (h *handoffs) give(token string, g handoff) {
 	if h.m == nil {

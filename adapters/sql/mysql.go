@@ -102,9 +102,11 @@ func newMyStatements(fill func(string) string) *myStatements {
 			"SELECT LAST_INSERT_ID(), @locker_f"),
 		// place takes or keeps a waiter's place for the TTL (seq stays, the
 		// LAST_INSERT_ID), naming the process whose park a release wakes
-		// (proc: mysql_park.go); gc clears lapsed places.
-		place: fill("INSERT INTO {q} (`key`, token, expires_at, proc) VALUES (?, ?, {now} + ?, ?) " +
-			"ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at), proc = VALUES(proc), seq = LAST_INSERT_ID(seq)"),
+		// (proc: mysql_park.go), and the owner and TTL of the hold that a
+		// release may grant it (myXReleaseProc); gc clears lapsed places.
+		place: fill("INSERT INTO {q} (`key`, token, expires_at, proc, owner, ttl) VALUES (?, ?, {now} + ?, ?, ?, ?) " +
+			"ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at), proc = VALUES(proc), owner = VALUES(owner), ttl = VALUES(ttl), " +
+			"seq = LAST_INSERT_ID(seq)"),
 		gc:      fill("DELETE FROM {q} WHERE `key` = ? AND expires_at <= {now}"),
 		dequeue: fill("DELETE FROM {q} WHERE `key` = ? AND token = ?"),
 		first:   fill("SELECT COALESCE((SELECT token FROM {q} WHERE `key` = ? AND expires_at > {now} ORDER BY seq LIMIT 1), '')"),
@@ -167,6 +169,9 @@ const mySchema = "CREATE TABLE IF NOT EXISTS {t} (\n" +
 	"	expires_at BIGINT NOT NULL,\n" +
 	"	lim INT NOT NULL DEFAULT 0,\n" +
 	"	mode TINYINT NOT NULL DEFAULT 0,\n" +
+	"	proc VARBINARY(32) NOT NULL DEFAULT '',\n" +
+	"	owner VARBINARY(512) NOT NULL DEFAULT '',\n" +
+	"	ttl BIGINT NOT NULL DEFAULT 0,\n" +
 	"	PRIMARY KEY (`key`, token),\n" +
 	"	KEY (seq)\n" +
 	") ENGINE=InnoDB;\n" +
@@ -191,7 +196,9 @@ const mySchema = "CREATE TABLE IF NOT EXISTS {t} (\n" +
 // myModeColumns gives tables made by an earlier version the columns they
 // lack (MySQL has no ADD COLUMN IF NOT EXISTS): a queue made before lock
 // modes its mode column (its waiters are Exclusive); the holders and the
-// queue made before limits lim (0: none is Limited). DDL does not wait for
+// queue made before limits lim (0: none is Limited); the queue made before
+// releases granted other processes' waiters owner and ttl (a place
+// without them is not granted: myXReleaseProc). DDL does not wait for
 // the transaction, so two Lockers opening at once may both find a column
 // missing: the one whose ALTER comes second is told the column exists
 // (1060), which is what it wanted.
@@ -202,6 +209,8 @@ func myModeColumns(ctx context.Context, tx *dbsql.Tx, table string, fill func(st
 		{table + "_hold", "lim", "ALTER TABLE {h} ADD COLUMN lim INT NOT NULL DEFAULT 0"},
 		{table + "_queue", "proc", "ALTER TABLE {q} ADD COLUMN proc VARBINARY(32) NOT NULL DEFAULT ''"},
 		{table, "parked", "ALTER TABLE {t} ADD COLUMN parked TINYINT NOT NULL DEFAULT 0"},
+		{table + "_queue", "owner", "ALTER TABLE {q} ADD COLUMN owner VARBINARY(512) NOT NULL DEFAULT ''"},
+		{table + "_queue", "ttl", "ALTER TABLE {q} ADD COLUMN ttl BIGINT NOT NULL DEFAULT 0"},
 	} {
 		var n int
 		err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.columns "+
@@ -222,7 +231,7 @@ func myModeColumns(ctx context.Context, tx *dbsql.Tx, table string, fill func(st
 type myStatements struct {
 	insert, insertQueued, draw, fence, batch, batchQueued, place, gc, dequeue, first, state, wait, waitGC string
 	reenter, lapse, drop, dec, has, refresh, expire, xrelease                                             string
-	park, parkMark, sleep, unpark, unparkAll, quiet, mark                                                 string // mysql_park.go
+	park, parkMark, sleep, grantRead, unpark, unparkAll, quiet, mark                                      string // mysql_park.go
 	multi                                                                                                 bool   // the connections take batch
 }
 

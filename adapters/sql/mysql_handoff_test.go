@@ -145,7 +145,7 @@ func TestMySQLHandOffMissing(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	d := driverOf(l)
-	if _, err := d.db.ExecContext(ctx, "DROP PROCEDURE `"+table+"_xrelease_v3`"); err != nil {
+	if _, err := d.db.ExecContext(ctx, "DROP PROCEDURE `"+table+myXReleaseName+"`"); err != nil {
 		t.Fatal(err)
 	}
 	key := "handoff-missing-" + rand.Text()
@@ -200,9 +200,10 @@ func TestMySQLHandOffFoundFirst(t *testing.T) {
 	defer stop()
 	var done int
 	var fence uint64
-	if err := row(d.db.QueryRowContext(ctx, "CALL `"+d.cfg.table+"_xrelease_v3`(?, ?, ?, ?, ?, ?, ?)",
-		key, h.Owner, hg.Fence, h.ID, r.ID, r.Owner, r.TTL.Milliseconds()), &done, &fence); err != nil || done != 1 || fence == 0 {
-		t.Fatalf("the release's procedure: done %d fence %d (%v), want the key handed to the waiter", done, fence, err)
+	var to string
+	if err := row(d.db.QueryRowContext(ctx, "CALL `"+d.cfg.table+myXReleaseName+"`(?, ?, ?, ?, ?, ?, ?)",
+		key, h.Owner, hg.Fence, h.ID, r.ID, r.Owner, r.TTL.Milliseconds()), &done, &fence, &to); err != nil || done != 1 || fence == 0 || to != r.ID {
+		t.Fatalf("the release's procedure: done %d fence %d to %q (%v), want the key handed to the waiter", done, fence, to, err)
 	}
 	g, err := d.Acquire(ctx, r)
 	if err != nil || g.Hold == nil || g.Fence != fence {

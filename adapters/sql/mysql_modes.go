@@ -144,7 +144,7 @@ func myModeProcs(ctx context.Context, d *sqlDriver, fill func(string) string) {
 		name, proc string
 		off        *atomic.Bool
 	}{{"_grant_v3", myGrantProc, &d.laneOff}, {"_grantlim_v1", myGrantLimitedProc, &d.laneOff}, {"_release_v4", myReleaseProc, &d.laneOff},
-		{"_xrelease_v3", myXReleaseProc, &d.handOffOff}} {
+		{myXReleaseName, myXReleaseProc, &d.handOffOff}} {
 		var n int
 		err := d.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.ROUTINES "+
 			"WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = ?", d.cfg.table+p.name).Scan(&n)

@@ -70,11 +70,14 @@ type parkConn struct {
 // holds the row, so that the look after it sees that release. sleep
 // waits for the anchor (mysql_anchor.go) while what keeps the key from
 // this process's waiter will interrupt the park as it goes: an Exclusive
-// holder (a header, owner ”, stands for modal holders, whose releases
-// interrupt no park), or, the key free, another process's parking waiter
-// first; and only while the park row it wrote is there, which a release
-// takes before its KILL (sleepArgs); tagged, as a release interrupts only
-// a connection that runs it. unpark and unparkAll forget parks.
+// holder other than the first waiter here, whom a release may have granted
+// the key before the park began (a header, owner ”, stands for modal
+// holders, whose releases interrupt no park), until its row lapses at
+// most; or, the key free, another process's parking waiter first; and
+// only while the park row it wrote is there, which a release takes before
+// its KILL (sleepArgs); tagged, as a release interrupts only a connection
+// that runs it. grantRead reads the grant a release may have left to a
+// waiter here (gates.look). unpark and unparkAll forget parks.
 func (m *myStatements) parkStatements(fill func(string) string, match string) {
 	m.quiet = fill("DELETE FROM {t}" + match + " AND ids = ? AND parked = 0")
 	// mark: a waiter of a parking process (proc ?, else '') marks the row
@@ -84,10 +87,12 @@ func (m *myStatements) parkStatements(fill func(string) string, match string) {
 	m.park = fill("INSERT INTO `{tn}_park` (`key`, proc, conn) VALUES (?, ?, CONNECTION_ID()) ON DUPLICATE KEY UPDATE conn = VALUES(conn)")
 	m.parkMark = fill("UPDATE {t} SET parked = 1 WHERE `key` = ?")
 	m.sleep = fill("SELECT /* locker park */ CASE WHEN NOT EXISTS (SELECT 1 FROM `{tn}_park` WHERE `key` = ? AND proc = ? AND conn = CONNECTION_ID()) THEN 0 " +
-		"WHEN EXISTS (SELECT 1 FROM {t} WHERE `key` = ? AND expires_at > {now} AND owner <> '') THEN GET_LOCK(?, ?) " +
+		"WHEN EXISTS (SELECT 1 FROM {t} WHERE `key` = ? AND expires_at > {now} AND owner <> '' AND ids <> CONCAT(' ', ?, ' ')) " +
+		"THEN GET_LOCK(?, LEAST(?, COALESCE((SELECT expires_at - {now} FROM {t} WHERE `key` = ?), 0) / 1000 + 0.001)) " +
 		"WHEN NOT EXISTS (SELECT 1 FROM {t} WHERE `key` = ? AND expires_at > {now}) AND " +
 		"COALESCE((SELECT proc FROM {q} WHERE `key` = ? AND expires_at > {now} ORDER BY seq LIMIT 1), '') NOT IN ('', ?) " +
 		"THEN GET_LOCK(?, LEAST(?, " + parkFree + ")) ELSE 0 END")
+	m.grantRead = fill("SELECT ids, owner, fence, expires_at - {now} FROM {t} WHERE `key` = ? AND expires_at > {now} AND fence <> 0 AND holds = 1")
 	m.unparkAll = fill("DELETE FROM `{tn}_park` WHERE proc = ?")
 	m.unpark = fill("DELETE FROM `{tn}_park` WHERE `key` = ? AND proc = ? AND conn = CONNECTION_ID()")
 }
@@ -182,6 +187,9 @@ func (gs *gates) runParked(ctx context.Context, key string, g *gate) {
 			return
 		}
 		gs.mu.Unlock()
+		if clean {
+			gs.look(ctx, pc, key)
+		}
 		gs.wake(key)
 		select { // the waiter looks; refused, it parks the gate again
 		case <-g.next:
@@ -243,7 +251,7 @@ func (gs *gates) park(ctx context.Context, pc *parkConn, key string, timeout flo
 // on key for at most timeout seconds.
 func (gs *gates) sleepArgs(key string, timeout float64) []any {
 	anchor := gs.anchorName()
-	return []any{key, gs.proc, key, anchor, timeout, key, key, gs.proc, anchor, timeout}
+	return []any{key, gs.proc, key, gs.local.first(key), anchor, timeout, key, key, key, gs.proc, anchor, timeout}
 }
 
 // interrupted: a statement ended by KILL QUERY (MariaDB; MySQL's

@@ -32,7 +32,7 @@ func (m *myStatements) read(ctx context.Context, d *sqlDriver, r *driver.Request
 		err = row(d.db.QueryRowContext(ctx, m.state, state...), dest...)
 	} else {
 		start := time.Now()
-		if err = m.enqueue(ctx, d, r.Key, token, ttl, state, dest); err == nil {
+		if err = m.enqueue(ctx, d, r, token, ttl, state, dest); err == nil {
 			callOf(r).placed = start
 			d.place(r, s.seq)
 		}
@@ -46,11 +46,11 @@ func (m *myStatements) read(ctx context.Context, d *sqlDriver, r *driver.Request
 // enqueue takes or keeps a place, now and then clears lapsed ones (left
 // by waiters that crashed: they keep nobody waiting), and reads the state
 // into dest.
-func (m *myStatements) enqueue(ctx context.Context, d *sqlDriver, key, token string, ttl int64, state, dest []any) error {
-	gc := rand.IntN(16) == 0
+func (m *myStatements) enqueue(ctx context.Context, d *sqlDriver, r *driver.Request, token string, ttl int64, state, dest []any) error {
+	gc, key := rand.IntN(16) == 0, r.Key
 	if m.multi {
 		proc := d.gates.procID()
-		q, args := m.wait, []any{key, token, ttl, proc}
+		q, args := m.wait, []any{key, token, ttl, proc, r.Owner, ttl}
 		if gc {
 			q, args = m.waitGC, append(args, key)
 		}
@@ -61,7 +61,7 @@ func (m *myStatements) enqueue(ctx context.Context, d *sqlDriver, key, token str
 		}
 		return scanLast(rows, dest...)
 	}
-	if _, err := d.db.ExecContext(ctx, m.place, key, token, ttl, d.gates.procID()); err != nil {
+	if _, err := d.db.ExecContext(ctx, m.place, key, token, ttl, d.gates.procID(), r.Owner, ttl); err != nil {
 		return err
 	}
 	if gc {
@@ -86,7 +86,8 @@ func (m *myStatements) enqueue(ctx context.Context, d *sqlDriver, key, token str
 // (sqlDriver.settle).
 func (m *myStatements) placeOnce(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Grant, error) {
 	c, start := callOf(r), time.Now()
-	res, err := d.db.ExecContext(ctx, m.place, r.Key, d.token(r), r.TTL.Milliseconds(), d.gates.procID())
+	ttl := r.TTL.Milliseconds()
+	res, err := d.db.ExecContext(ctx, m.place, r.Key, d.token(r), ttl, d.gates.procID(), r.Owner, ttl)
 	if err != nil {
 		return driver.Grant{}, err
 	}
@@ -114,7 +115,7 @@ func mySetup(ctx context.Context, d *sqlDriver, m *myStatements) error {
 				return localWaiters{}, err
 			}
 			hub, local := wait.NewHub(localChannel{}), newLocalQueue()
-			parking := !d.handOffOff.Load() && killable(ctx, d.db, d.cfg.table+"_xrelease_v3")
+			parking := !d.handOffOff.Load() && killable(ctx, d.db, d.cfg.table+myXReleaseName)
 			return localWaiters{hub, local, newGates(d.db, database+"\x00"+d.cfg.table, m, parking, hub, local)}, nil
 		},
 		func(w localWaiters) { w.gates.close() })
