@@ -70,16 +70,24 @@ func TestMySQLOpensAtOnce(t *testing.T) {
 	}
 	alter("DROP TABLE open_race, open_race_fence, open_race_queue, open_race_hold, open_race_park")
 	openAtOnce(t, raw, "on new tables")
-	alter("ALTER TABLE open_race_queue DROP COLUMN mode, DROP COLUMN lim, DROP COLUMN proc", "ALTER TABLE open_race_hold DROP COLUMN lim",
-		"ALTER TABLE open_race DROP COLUMN parked")
+	alter("ALTER TABLE open_race_queue DROP COLUMN mode, DROP COLUMN lim, DROP COLUMN proc, DROP COLUMN owner, DROP COLUMN ttl, DROP INDEX key_seq",
+		"ALTER TABLE open_race_hold DROP COLUMN lim", "ALTER TABLE open_race DROP COLUMN parked")
 	openAtOnce(t, raw, "on old tables")
-	var cols int
+	var cols, indexes int
 	if err := db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM information_schema.columns "+
-		"WHERE table_schema = DATABASE() AND table_name IN ('open_race_queue', 'open_race_hold', 'open_race') AND column_name IN ('mode', 'lim', 'proc', 'parked')").Scan(&cols); err != nil {
+		"WHERE table_schema = DATABASE() AND table_name IN ('open_race_queue', 'open_race_hold', 'open_race') "+
+		"AND column_name IN ('mode', 'lim', 'proc', 'parked', 'owner', 'ttl')").Scan(&cols); err != nil {
 		t.Fatal(err)
 	}
-	if cols != 6 { // the queue's mode, lim and proc, the holders' mode and lim, the lock table's parked
-		t.Fatalf("%d of the 6 columns added since the first version after the Opens", cols)
+	if cols != 10 { // the queue's mode, lim, proc, owner and ttl, the holders' owner, mode and lim, the lock table's owner and parked
+		t.Fatalf("%d of the 10 columns expected after the Opens", cols)
+	}
+	if err := db.QueryRowContext(t.Context(), "SELECT COUNT(DISTINCT index_name) FROM information_schema.statistics "+
+		"WHERE table_schema = DATABASE() AND table_name = 'open_race_queue' AND index_name = 'key_seq'").Scan(&indexes); err != nil {
+		t.Fatal(err)
+	}
+	if indexes != 1 {
+		t.Fatal("the queue's index by key and seq was not added after the Opens")
 	}
 }
 

@@ -173,7 +173,8 @@ const mySchema = "CREATE TABLE IF NOT EXISTS {t} (\n" +
 	"	owner VARBINARY(512) NOT NULL DEFAULT '',\n" +
 	"	ttl BIGINT NOT NULL DEFAULT 0,\n" +
 	"	PRIMARY KEY (`key`, token),\n" +
-	"	KEY (seq)\n" +
+	"	KEY (seq),\n" +
+	"	KEY key_seq (`key`, seq)\n" +
 	") ENGINE=InnoDB;\n" +
 	"CREATE TABLE IF NOT EXISTS {h} (\n" +
 	"	`key` VARBINARY(512) NOT NULL,\n" +
@@ -222,6 +223,23 @@ func myModeColumns(ctx context.Context, tx *dbsql.Tx, table string, fill func(st
 		if err != nil && !(errors.As(err, &my) && my.Number == 1060) { // 1060: added meanwhile by another
 			return err
 		}
+	}
+	return myQueueIndex(ctx, tx, table, fill)
+}
+
+// myQueueIndex gives a queue made by an earlier version its index by key
+// and seq, by which a release reads a key's first live waiter at once
+// (myXReleaseProc; without it, the key's places sorted, and all locked).
+func myQueueIndex(ctx context.Context, tx *dbsql.Tx, table string, fill func(string) string) error {
+	var n int
+	err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.statistics "+
+		"WHERE table_schema = DATABASE() AND table_name = ? AND index_name = 'key_seq'", table+"_queue").Scan(&n)
+	if err == nil && n == 0 {
+		_, err = tx.ExecContext(ctx, fill("ALTER TABLE {q} ADD INDEX key_seq (`key`, seq)"))
+	}
+	var my *mysql.MySQLError
+	if err != nil && !(errors.As(err, &my) && my.Number == 1061) { // 1061: added meanwhile by another
+		return err
 	}
 	return nil
 }

@@ -45,8 +45,10 @@ const (
 		"	START TRANSACTION;\n" +
 		"	SET n = {now};\n" +
 		// The queue before the row, in the order a claim locks them: the
-		// first live waiter (read, then its place locked and read again),
-		// and whether a live waiter came before it meanwhile.
+		// first live waiter (read by the index on key and seq, then its
+		// place locked and read again), and whether a live waiter came
+		// before it meanwhile. (One locking read, ORDER BY seq LIMIT 1
+		// FOR UPDATE, measured no faster.)
 		"	SELECT token INTO w FROM {q} WHERE `key` = p_key AND expires_at > n ORDER BY seq LIMIT 1;\n" +
 		"	SET s = NULL;\n" +
 		"	IF w <> '' AND w <> p_id THEN\n" +
