@@ -46,9 +46,10 @@ const (
 		"	SET n = {now};\n" +
 		// The queue before the row, in the order a claim locks them: the
 		// first live waiter (read by the index on key and seq, then its
-		// place locked and read again), and whether a live waiter came
-		// before it meanwhile. (One locking read, ORDER BY seq LIMIT 1
-		// FOR UPDATE, measured no faster.)
+		// place locked and read again). A lapsed place renewed between the
+		// two is passed over, as it would be a moment later; one locking
+		// read, ORDER BY seq LIMIT 1 FOR UPDATE, measured no faster, and a
+		// check for a waiter come before it 2% slower.
 		"	SELECT token INTO w FROM {q} WHERE `key` = p_key AND expires_at > n ORDER BY seq LIMIT 1;\n" +
 		"	SET s = NULL;\n" +
 		"	IF w <> '' AND w <> p_id THEN\n" +
@@ -57,7 +58,7 @@ const (
 		"	IF w = p_next THEN\n" +
 		"		SET wo = p_next_owner, wt = p_ttl;\n" +
 		"	END IF;\n" +
-		"	IF s IS NOT NULL AND m = 0 AND wo <> '' AND wt > 0 AND (pr <> '' OR w = p_next) AND NOT EXISTS (SELECT 1 FROM {q} WHERE `key` = p_key AND token <> w AND expires_at > n AND seq < s) THEN\n" +
+		"	IF s IS NOT NULL AND m = 0 AND wo <> '' AND wt > 0 AND (pr <> '' OR w = p_next) THEN\n" +
 		"		UPDATE `{tn}_fence` SET v = LAST_INSERT_ID(v + 1) WHERE id = 1;\n" +
 		"		SET f = LAST_INSERT_ID();\n" +
 		"		UPDATE {t} SET owner = wo, fence = f, holds = 1, ids = CONCAT(' ', w, ' '), expires_at = n + wt\n" +

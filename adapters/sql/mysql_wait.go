@@ -27,12 +27,11 @@ type keyState struct {
 // (the place it took, Abandon leaves).
 func (m *myStatements) read(ctx context.Context, d *sqlDriver, r *driver.Request, token string, ttl int64) (s keyState, err error) {
 	dest := []any{&s.owner, &s.fence, &s.ids, &s.left, &s.ahead, &s.seq, &s.limited, &s.unparked}
-	state := []any{r.Key, token, r.Key, token, r.Key, token, r.Key, r.Key, token, r.Key, token, r.Key}
 	if token == "" {
-		err = row(d.db.QueryRowContext(ctx, m.state, state...), dest...)
+		err = row(d.db.QueryRowContext(ctx, m.state, stateArgs(r.Key, token, false)...), dest...)
 	} else {
 		start := time.Now()
-		if err = m.enqueue(ctx, d, r, token, ttl, state, dest); err == nil {
+		if err = m.enqueue(ctx, d, r, token, ttl, dest); err == nil {
 			callOf(r).placed = start
 			d.place(r, s.seq)
 		}
@@ -46,7 +45,7 @@ func (m *myStatements) read(ctx context.Context, d *sqlDriver, r *driver.Request
 // enqueue takes or keeps a place, now and then clears lapsed ones (left
 // by waiters that crashed: they keep nobody waiting), and reads the state
 // into dest.
-func (m *myStatements) enqueue(ctx context.Context, d *sqlDriver, r *driver.Request, token string, ttl int64, state, dest []any) error {
+func (m *myStatements) enqueue(ctx context.Context, d *sqlDriver, r *driver.Request, token string, ttl int64, dest []any) error {
 	gc, key := rand.IntN(16) == 0, r.Key
 	if m.multi {
 		proc := d.gates.procID()
@@ -55,7 +54,7 @@ func (m *myStatements) enqueue(ctx context.Context, d *sqlDriver, r *driver.Requ
 			q, args = m.waitGC, append(args, key)
 		}
 		args = append(args, key, proc)
-		rows, err := d.db.QueryContext(ctx, q, append(args, state...)...)
+		rows, err := d.db.QueryContext(ctx, q, append(args, stateArgs(key, token, true)...)...)
 		if err != nil {
 			return err
 		}
@@ -74,7 +73,7 @@ func (m *myStatements) enqueue(ctx context.Context, d *sqlDriver, r *driver.Requ
 			return err
 		}
 	}
-	return row(d.db.QueryRowContext(ctx, m.state, state...), dest...)
+	return row(d.db.QueryRowContext(ctx, m.state, stateArgs(key, token, false)...), dest...)
 }
 
 // placeOnce keeps the place of a waiter behind another of this process's,
