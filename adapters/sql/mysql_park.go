@@ -187,9 +187,7 @@ func (gs *gates) runParked(ctx context.Context, key string, g *gate) {
 			return
 		}
 		gs.mu.Unlock()
-		if clean {
-			gs.look(ctx, pc, key)
-		}
+		gs.look(ctx, pc, key) // a grant a release left to a waiter here, handed over
 		gs.wake(key)
 		select { // the waiter looks; refused, it parks the gate again
 		case <-g.next:
