@@ -129,6 +129,11 @@ func (h *handoffs) stopped(token string) bool {
 func (h *handoffs) grant(token string, g handoff, waiting func(token string) bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.keep(token, g, waiting)
+}
+
+// keep is grant, for callers that hold h.mu.
+func (h *handoffs) keep(token string, g handoff, waiting func(token string) bool) bool {
 	if !waiting(token) {
 		return false
 	}
@@ -315,9 +320,7 @@ func (d *sqlDriver) give(hs []handed, start time.Time) (orphans []handed) {
 		// Asked under mu: a waiter's Subscribe stops waiting, then takes
 		// its entry under mu, so each grant is taken or an orphan here.
 		switch {
-		case d.hub.Waiting(h.id):
-			d.handoffs.give(h.id, handoff{fence: h.fence, start: start})
-			delete(d.handoffs.found, h.id)
+		case d.handoffs.keep(h.id, handoff{fence: h.fence, start: start}, d.hub.Waiting):
 		case d.handoffs.found[h.id]:
 			delete(d.handoffs.found, h.id) // the call's lease
 		default:
