@@ -216,8 +216,8 @@
 // park of the process whose waiter is first, and that waiter claims it.
 // A park waits only while an Exclusive holder other than its process's
 // first waiter (a release may have granted that one the key before the
-// park began) keeps the key, until the holder's row lapses at most, or,
-// the key free, another process's parking waiter comes first, and while
+// park began) keeps the key, or, the key free, another process's parking
+// waiter comes first, and while
 // its park row is there (a release takes the row before its KILL), which
 // the statement that sleeps asks,
 // so that no release falls between the look and the sleep; a park sends

@@ -148,3 +148,36 @@ func TestMySQLGrantToAWaiterThatGaveUp(t *testing.T) {
 		t.Fatalf("after the waiter's Abandon: %v, want the key free", err)
 	}
 }
+
+// A holder that crashes (its keep-alive stops) holds the key until its
+// row lapses, and no release interrupts the park of the waiter behind
+// it: the waiter looks again as the row lapses (its refusal timed by the
+// holder's time left) and takes the key, not when its park's time is up
+// (the waiter's TTL, a minute here).
+func TestMySQLWaiterLooksAsTheCrashedHolderLapses(t *testing.T) {
+	ctx := t.Context()
+	ls := parkingProcesses(t, 2)
+	a, b := ls[0], ls[1]
+	key := "grant-lapse-" + rand.Text()
+	held, err := a.Lock(ctx, key, locker.WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := lockAsync(ctx, t, b, key, locker.WithTTL(time.Minute))
+	waitFor(t, "b parks", func() bool { return driverOf(b).gates.parked(t, key) })
+	Crash(a)
+	select {
+	case lease := <-got:
+		if lease == nil {
+			t.FailNow()
+		}
+		if lease.Fence() <= held.Fence() {
+			t.Errorf("b's fence %d, not above the crashed holder's %d", lease.Fence(), held.Fence())
+		}
+		if err := lease.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("b did not get the key within 10s of a crash whose row lapses in 1s: it did not look as the row lapsed")
+	}
+}

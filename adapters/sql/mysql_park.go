@@ -72,8 +72,8 @@ type parkConn struct {
 // this process's waiter will interrupt the park as it goes: an Exclusive
 // holder other than the first waiter here, whom a release may have granted
 // the key before the park began (a header, owner ”, stands for modal
-// holders, whose releases interrupt no park), until its row lapses at
-// most; or, the key free, another process's parking waiter first; and
+// holders, whose releases interrupt no park); or, the key free, another
+// process's parking waiter first; and
 // only while the park row it wrote is there, which a release takes before
 // its KILL (sleepArgs); tagged, as a release interrupts only a connection
 // that runs it. grantRead reads the grant a release may have left to a
@@ -88,7 +88,7 @@ func (m *myStatements) parkStatements(fill func(string) string, match string) {
 	m.parkMark = fill("UPDATE {t} SET parked = 1 WHERE `key` = ?")
 	m.sleep = fill("SELECT /* locker park */ CASE WHEN NOT EXISTS (SELECT 1 FROM `{tn}_park` WHERE `key` = ? AND proc = ? AND conn = CONNECTION_ID()) THEN 0 " +
 		"WHEN EXISTS (SELECT 1 FROM {t} WHERE `key` = ? AND expires_at > {now} AND owner <> '' AND ids <> CONCAT(' ', ?, ' ')) " +
-		"THEN GET_LOCK(?, LEAST(?, COALESCE((SELECT expires_at - {now} FROM {t} WHERE `key` = ?), 0) / 1000 + 0.001)) " +
+		"THEN GET_LOCK(?, ?) " +
 		"WHEN NOT EXISTS (SELECT 1 FROM {t} WHERE `key` = ? AND expires_at > {now}) AND " +
 		"COALESCE((SELECT proc FROM {q} WHERE `key` = ? AND expires_at > {now} ORDER BY seq LIMIT 1), '') NOT IN ('', ?) " +
 		"THEN GET_LOCK(?, LEAST(?, " + parkFree + ")) ELSE 0 END")
@@ -249,7 +249,7 @@ func (gs *gates) park(ctx context.Context, pc *parkConn, key string, timeout flo
 // on key for at most timeout seconds.
 func (gs *gates) sleepArgs(key string, timeout float64) []any {
 	anchor := gs.anchorName()
-	return []any{key, gs.proc, key, gs.local.first(key), anchor, timeout, key, key, key, gs.proc, anchor, timeout}
+	return []any{key, gs.proc, key, gs.local.first(key), anchor, timeout, key, key, gs.proc, anchor, timeout}
 }
 
 // interrupted: a statement ended by KILL QUERY (MariaDB; MySQL's
