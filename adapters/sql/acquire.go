@@ -346,7 +346,11 @@ func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 }
 
 func (h *hold) Release(ctx context.Context) error {
-	h.d.handoffs.forget(h.id)
+	// Its mark goes once the release is done: a hand-over of its grant
+	// coming meanwhile (MySQL: foundOwn) would take it for an orphan's,
+	// and release it beside this release, which one of the two then
+	// finds not held.
+	defer h.d.handoffs.forget(h.id)
 	var ok, freed, ambiguous bool
 	err := h.d.retry(ctx, func(ctx context.Context) (err error) {
 		ok, freed, err = h.releaseOnce()(ctx, h)

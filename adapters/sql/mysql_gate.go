@@ -43,11 +43,12 @@ type gates struct {
 	ctx     context.Context // ends with the last Locker on db and table
 	stop    context.CancelFunc
 
-	mu   sync.Mutex
-	keys map[string]*gate
-	held map[string]bool      // keys this process holds: their releases here wake the waiters here
-	lot  []*parkConn          // parking: connections kept for the next park
-	hot  map[string]time.Time // keys whose releases here left them to waiters elsewhere (mysql_hot.go)
+	mu     sync.Mutex
+	keys   map[string]*gate
+	held   map[string]bool      // keys this process holds: their releases here wake the waiters here
+	lot    []*parkConn          // parking: connections kept for the next park
+	hot    map[string]time.Time // keys whose releases here left them to waiters elsewhere (mysql_hot.go)
+	handed map[string]string    // keys a release here is handing to a waiter here, by key: the waiter (mysql_handoff.go)
 
 	anchorMu sync.Mutex
 	anchor   *dbsql.Conn // parking: holds the name the parks wait for (mysql_anchor.go)

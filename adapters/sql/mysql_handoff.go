@@ -141,6 +141,11 @@ func (m *myStatements) handOff(ctx context.Context, h *hold, next *driver.Reques
 	nextID, nextOwner, nextTTL := "", "", int64(0)
 	if next != nil {
 		nextID, nextOwner, nextTTL = next.ID, next.Owner, next.TTL.Milliseconds()
+		// this process's gate, looking meanwhile, leaves next's grant to
+		// the hand-over below: had it handed it over first, the waiter
+		// might take it, and even release it, before the hand-over came,
+		// which would take it for an orphan's and release it again
+		defer h.d.gates.handing(h.key, next.ID)()
 	}
 	err = row(h.d.db.QueryRowContext(ctx, m.xrelease, h.key, h.owner, h.fence, h.id, nextID, nextOwner, nextTTL), &done, &fence, &to)
 	if err != nil {
@@ -176,11 +181,37 @@ func (gs *gates) look(ctx context.Context, pc *parkConn, key string) {
 	}
 	id := strings.TrimSpace(ids)
 	r := gs.local.request(key, id)
-	if r == nil || r.Owner != owner || strings.Contains(id, " ") {
+	if r == nil || r.Owner != owner || strings.Contains(id, " ") || gs.handsOver(key, id) {
 		return
 	}
 	g := handoff{fence: fence, start: start.Add(time.Duration(left)*time.Millisecond - r.TTL)}
 	if gs.local.handed.grant(id, g, gs.hub.Waiting) {
 		gs.hub.Notify(id)
 	}
+}
+
+// handing records that a release here is handing key to the waiter id
+// (handOff), until the returned func is called.
+func (gs *gates) handing(key, id string) (done func()) {
+	if gs == nil {
+		return func() {}
+	}
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if gs.handed == nil {
+		gs.handed = map[string]string{}
+	}
+	gs.handed[key] = id
+	return func() {
+		gs.mu.Lock()
+		defer gs.mu.Unlock()
+		delete(gs.handed, key)
+	}
+}
+
+// handsOver reports whether a release here is handing key to id.
+func (gs *gates) handsOver(key, id string) bool {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	return gs.handed[key] == id
 }
