@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"testing"
@@ -179,5 +180,93 @@ func TestMySQLWaiterLooksAsTheCrashedHolderLapses(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("b did not get the key within 10s of a crash whose row lapses in 1s: it did not look as the row lapsed")
+	}
+}
+
+// A gate's look leaves alone the grant that a release of its own process
+// is handing to its next waiter (gates.handing): taken from the look, the
+// lease could still be held, or be on its way out, when the release's own
+// hand-over came and, finding the call no longer waiting, released it as
+// an orphan's. Once that release is done, a look hands it over.
+func TestMySQLLookLeavesTheReleasesOwnHandOver(t *testing.T) {
+	t.Parallel()
+	_, d := myHandoff(t)
+	ctx := t.Context()
+	key := "handoff-look-" + rand.Text()
+	h := &driver.Request{Key: key, Owner: rand.Text(), ID: rand.Text(), TTL: time.Minute}
+	hg, err := d.Acquire(ctx, h)
+	if err != nil || hg.Hold == nil {
+		t.Fatalf("holder: %v (%v)", hg.Hold, err)
+	}
+	r, _, stop, _ := waiting(t, d, key)
+	defer stop()
+	handedHere := func() bool {
+		d.handoffs.mu.Lock()
+		defer d.handoffs.mu.Unlock()
+		_, ok := d.handoffs.m[r.ID]
+		return ok
+	}
+	done := d.gates.handing(key, r.ID) // as handOff does, before its procedure
+	var ok int
+	var fence uint64
+	var to string
+	if err := row(d.db.QueryRowContext(ctx, "CALL `"+d.cfg.table+myXReleaseName+"`(?, ?, ?, ?, ?, ?, ?)",
+		key, h.Owner, hg.Fence, h.ID, r.ID, r.Owner, r.TTL.Milliseconds()), &ok, &fence, &to); err != nil || ok != 1 || to != r.ID {
+		t.Fatalf("the release's procedure: %d, granted to %q (%v), want the key granted to the waiter", ok, to, err)
+	}
+	pc, err := d.gates.take(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.gates.put(pc, true)
+	d.gates.look(ctx, pc, key)
+	if handedHere() {
+		t.Fatal("the look handed over the grant that the release here is handing over")
+	}
+	done()
+	d.gates.look(ctx, pc, key)
+	g, taken := d.handoffs.take(r.ID)
+	if !taken || g.fence != fence {
+		t.Fatalf("after the release: the look handed over %v (fence %d), want the grant, fence %d", taken, g.fence, fence)
+	}
+	stop()
+	_ = (&hold{d: d, key: key, owner: r.Owner, id: r.ID, fence: fence}).Release(ctx)
+}
+
+// A hold's mark that its call took its grant from the database itself
+// (foundOwn) stays until its release is done: a hand-over of that grant
+// arriving during the release finds it and leaves the hold to it, where,
+// with the mark gone as the release began, it released the row as an
+// orphan's beside the holder's own release, and one of the two said
+// ErrNotHeld.
+func TestMySQLFoundOwnMarkOutlastsTheRelease(t *testing.T) {
+	t.Parallel()
+	_, d := myHandoff(t)
+	ctx := t.Context()
+	r := &driver.Request{Key: "handoff-mark-" + rand.Text(), Owner: rand.Text(), ID: rand.Text(), TTL: time.Minute}
+	g, err := d.Acquire(ctx, r)
+	if err != nil || g.Hold == nil {
+		t.Fatalf("%v (%v)", g.Hold, err)
+	}
+	d.handoffs.foundOwn(r.ID)
+	marked := func() bool {
+		d.handoffs.mu.Lock()
+		defer d.handoffs.mu.Unlock()
+		return d.handoffs.found[r.ID]
+	}
+	var during bool
+	release := d.releaseOnce
+	d.releaseOnce = func(ctx context.Context, h *hold) (bool, bool, error) {
+		during = marked()
+		return release(ctx, h)
+	}
+	if err := g.Hold.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !during {
+		t.Error("the mark was gone while the release ran: a hand-over then would release the hold as an orphan's")
+	}
+	if marked() {
+		t.Error("the mark outlived the release: marks would pile up")
 	}
 }
