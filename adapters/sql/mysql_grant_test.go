@@ -77,11 +77,7 @@ func TestMySQLGrantBeforeTheParkIsHandedOver(t *testing.T) {
 	ls := parkingProcesses(t, 2)
 	da, db := driverOf(ls[0]), driverOf(ls[1])
 	key := "grant-early-" + rand.Text()
-	h := &driver.Request{Key: key, Owner: rand.Text(), ID: rand.Text(), TTL: time.Minute}
-	hg, err := da.Acquire(ctx, h)
-	if err != nil || hg.Hold == nil {
-		t.Fatalf("holder: %v (%v)", hg.Hold, err)
-	}
+	h, held := myHolder(t, da, key)
 	r := &driver.Request{Key: key, Owner: rand.Text(), ID: rand.Text(), TTL: time.Minute, Queue: true}
 	wake, stop, err := db.Subscribe(ctx, r)
 	if err != nil {
@@ -91,13 +87,7 @@ func TestMySQLGrantBeforeTheParkIsHandedOver(t *testing.T) {
 	if g, err := db.placeOnce(ctx, db, r); err != nil || g.Hold != nil {
 		t.Fatalf("the waiter's place: %v (%v)", g.Hold, err)
 	}
-	var done int
-	var fence uint64
-	var to string
-	if err := row(da.db.QueryRowContext(ctx, "CALL `"+da.cfg.table+myXReleaseName+"`(?, ?, ?, ?, '', '', 0)",
-		key, h.Owner, hg.Fence, h.ID), &done, &fence, &to); err != nil || done != 1 || fence == 0 || to != r.ID {
-		t.Fatalf("the release: done %d fence %d to %q (%v), want the key granted to the waiter", done, fence, to, err)
-	}
+	fence := xreleaseTo(t, da, h, held, nil, r) // a release in the other process
 	db.gates.watch(key, r.TTL)
 	select {
 	case <-wake:
@@ -193,11 +183,7 @@ func TestMySQLLookLeavesTheReleasesOwnHandOver(t *testing.T) {
 	_, d := myHandoff(t)
 	ctx := t.Context()
 	key := "handoff-look-" + rand.Text()
-	h := &driver.Request{Key: key, Owner: rand.Text(), ID: rand.Text(), TTL: time.Minute}
-	hg, err := d.Acquire(ctx, h)
-	if err != nil || hg.Hold == nil {
-		t.Fatalf("holder: %v (%v)", hg.Hold, err)
-	}
+	h, held := myHolder(t, d, key)
 	r, _, stop, _ := waiting(t, d, key)
 	defer stop()
 	handedHere := func() bool {
@@ -207,13 +193,7 @@ func TestMySQLLookLeavesTheReleasesOwnHandOver(t *testing.T) {
 		return ok
 	}
 	done := d.gates.handing(key, r.ID) // as handOff does, before its procedure
-	var ok int
-	var fence uint64
-	var to string
-	if err := row(d.db.QueryRowContext(ctx, "CALL `"+d.cfg.table+myXReleaseName+"`(?, ?, ?, ?, ?, ?, ?)",
-		key, h.Owner, hg.Fence, h.ID, r.ID, r.Owner, r.TTL.Milliseconds()), &ok, &fence, &to); err != nil || ok != 1 || to != r.ID {
-		t.Fatalf("the release's procedure: %d, granted to %q (%v), want the key granted to the waiter", ok, to, err)
-	}
+	fence := xreleaseTo(t, d, h, held, r, r)
 	pc, err := d.gates.take(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -191,20 +191,10 @@ func TestMySQLHandOffFoundFirst(t *testing.T) {
 	_, d := myHandoff(t)
 	ctx := t.Context()
 	key := "handoff-found-" + rand.Text()
-	h := &driver.Request{Key: key, Owner: rand.Text(), ID: rand.Text(), TTL: time.Minute}
-	hg, err := d.Acquire(ctx, h)
-	if err != nil || hg.Hold == nil {
-		t.Fatalf("holder: %v (%v)", hg.Hold, err)
-	}
+	h, held := myHolder(t, d, key)
 	r, _, stop, start := waiting(t, d, key)
 	defer stop()
-	var done int
-	var fence uint64
-	var to string
-	if err := row(d.db.QueryRowContext(ctx, "CALL `"+d.cfg.table+myXReleaseName+"`(?, ?, ?, ?, ?, ?, ?)",
-		key, h.Owner, hg.Fence, h.ID, r.ID, r.Owner, r.TTL.Milliseconds()), &done, &fence, &to); err != nil || done != 1 || fence == 0 || to != r.ID {
-		t.Fatalf("the release's procedure: done %d fence %d to %q (%v), want the key handed to the waiter", done, fence, to, err)
-	}
+	fence := xreleaseTo(t, d, h, held, r, r)
 	g, err := d.Acquire(ctx, r)
 	if err != nil || g.Hold == nil || g.Fence != fence {
 		t.Fatalf("the waiter's attempt: %v fence %d (%v), want the hand-off's grant, fence %d", g.Hold, g.Fence, err, fence)
@@ -229,4 +219,37 @@ func (q *localQueue) count(key string) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.keys[key])
+}
+
+// myHolder takes key on d for a request of its own, with a minute's TTL:
+// the holder that a test's release lets go. It returns the request and
+// its fence.
+func myHolder(t *testing.T, d *sqlDriver, key string) (*driver.Request, uint64) {
+	t.Helper()
+	h := &driver.Request{Key: key, Owner: rand.Text(), ID: rand.Text(), TTL: time.Minute}
+	g, err := d.Acquire(t.Context(), h)
+	if err != nil || g.Hold == nil {
+		t.Fatalf("holder: %v (%v)", g.Hold, err)
+	}
+	return h, g.Fence
+}
+
+// xreleaseTo runs the release procedure on d for h's hold of fence, as
+// handOff does, naming next as this process's first waiter (nil: none),
+// and fails t unless it granted the key to want. It returns the grant's
+// fence.
+func xreleaseTo(t *testing.T, d *sqlDriver, h *driver.Request, fence uint64, next, want *driver.Request) uint64 {
+	t.Helper()
+	nextID, nextOwner, nextTTL := "", "", int64(0)
+	if next != nil {
+		nextID, nextOwner, nextTTL = next.ID, next.Owner, next.TTL.Milliseconds()
+	}
+	var done int
+	var granted uint64
+	var to string
+	if err := row(d.db.QueryRowContext(t.Context(), "CALL `"+d.cfg.table+myXReleaseName+"`(?, ?, ?, ?, ?, ?, ?)",
+		h.Key, h.Owner, fence, h.ID, nextID, nextOwner, nextTTL), &done, &granted, &to); err != nil || done != 1 || granted == 0 || to != want.ID {
+		t.Fatalf("the release's procedure: done %d fence %d to %q (%v), want the key granted to the waiter", done, granted, to, err)
+	}
+	return granted
 }

@@ -73,11 +73,11 @@ type parkConn struct {
 // holder other than the first waiter here, whom a release may have granted
 // the key before the park began (a header, owner ”, stands for modal
 // holders, whose releases interrupt no park); or, the key free, another
-// process's parking waiter first; and
-// only while the park row it wrote is there, which a release takes before
-// its KILL (sleepArgs); tagged, as a release interrupts only a connection
-// that runs it. grantRead reads the grant a release may have left to a
-// waiter here (gates.look). unpark and unparkAll forget parks.
+// process's parking waiter first; and only while the park row it wrote is
+// there, which a release takes before its KILL (sleepArgs); tagged, as a
+// release interrupts only a connection that runs it. grantRead reads the
+// grant a release may have left to a waiter here (gates.look). unpark and
+// unparkAll forget parks.
 func (m *myStatements) parkStatements(fill func(string) string, match string) {
 	m.quiet = fill("DELETE FROM {t}" + match + " AND ids = ? AND parked = 0")
 	// mark: a waiter of a parking process (proc ?, else '') marks the row
