@@ -22,7 +22,7 @@ func (z *zkDriver) orphan(s *session, path string, sid int64) <-chan struct{} {
 
 // abandon deletes the node that a create under way (res) may make, named
 // with prefix under parent.
-func (z *zkDriver) abandon(s *session, parent, prefix string, sid int64, res <-chan createResult) <-chan struct{} {
+func (z *zkDriver) abandon(s *session, parent, prefix string, sid int64, res <-chan made) <-chan struct{} {
 	return z.track(parent+"/"+prefix, func() {
 		r := <-res
 		switch {

@@ -128,6 +128,9 @@ func (z *zkDriver) watchNode(h *hold) {
 	if early {
 		z.holdEvent(h, t)
 	}
+	if h.watch == nil { // granted by the multi (alone.go)
+		go z.armHold(h)
+	}
 }
 
 // holdsOf lists the holds on session s.

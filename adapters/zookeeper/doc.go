@@ -23,6 +23,16 @@
 // further round trip. A Lock that ends without the key deletes its node,
 // also when its create was still in flight.
 //
+// The node is made in a multi that also writes the key node, whose Stat
+// it returns: with no other child, the Lock holds the key after that one
+// round trip (two with the listing, as go-zookeeper's and Curator's
+// recipes take), its fence the key node's new mzxid, our node's czxid;
+// the watch on our node is set as the Lock returns. The multi also makes
+// and deletes the key's fence offset node (below), so it fails on a key
+// that has one, whose nodes are then made with a plain create. Where the
+// server refuses the multi otherwise (no right to delete under the root),
+// every node is made with a plain create from then on.
+//
 // Lock modes (driver.ModeKeeper): a node's name carries its mode before
 // "-lock-" ("_c_<guid>-S-lock-<seq>"; none for exclusive, so that a client
 // of an earlier version takes every node for an exclusive one). A node

@@ -27,9 +27,11 @@ var _ driver.FenceFloorer = (*zkDriver)(nil)
 // offsets only grow and a key's nodes are granted in order, so its fences
 // rise; an offset raised to a floor puts every later fence above it.
 //
-// A key never raised costs nothing more: the offset is read with the
-// listing a node makes anyway, and again after a wait only where the key
-// had an offset then, or its first raise touched the node's queue since.
+// A key never raised costs nothing more: the multi that makes a node
+// shows the key without an offset (alone.go), else the offset is read
+// with the listing a node makes anyway; and again after a wait only where
+// the key had an offset then, or its first raise touched the node's queue
+// since.
 // That first raise writes every node of the queue (the same data), so
 // that each waiter's watch on the nodes before it fires, or finds them
 // written when it is set (Version > 0): it then reads the offset too.
@@ -79,9 +81,11 @@ func (z *zkDriver) RaiseFence(ctx context.Context, space driver.Space, key strin
 					continue
 				}
 			case err == nil:
+				z.raised.add(path)
 				return z.touch(ctx, s, z.parent(space, key))
 			}
 		case err == nil:
+			z.raised.add(path)
 			if cur, perr := strconv.ParseUint(string(data), 10, 64); perr == nil && cur >= floor {
 				return nil
 			}

@@ -155,7 +155,13 @@ func (z *zkDriver) lose(h *hold, discard bool) {
 
 // watchHold waits for h's node to be deleted or its session to end.
 func (z *zkDriver) watchHold(h *hold) {
-	for ch := h.watch; ; {
+	ch := h.watch
+	if ch == nil { // granted by the multi (alone.go)
+		if ch = z.armHold(h); ch == nil {
+			return
+		}
+	}
+	for {
 		select {
 		case <-h.gone:
 			return

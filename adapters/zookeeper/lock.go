@@ -133,13 +133,19 @@ func (z *zkDriver) queue(ctx context.Context, s *session, r *driver.Request) (dr
 	return z.grant(z.newHold(s, n), r)
 }
 
-// enqueue creates our node under parent, its class in tag (see class),
-// then lists the queue, watches our node and reads the key's fence offset
-// (at floor) in parallel.
+// enqueue creates our node under parent, its class in tag (see class).
+// Made alone (alone.go), it is first: else it lists the queue, watches our
+// node and, unless the multi made it, reads the key's fence offset (at
+// floor) in parallel.
 func (z *zkDriver) enqueue(ctx context.Context, s *session, parent, floor, owner, tag string) (*node, []string, error) {
-	path, err := z.create(ctx, s, parent, owner, tag)
+	m, err := z.create(ctx, s, parent, floor, owner, tag)
 	if err != nil {
 		return nil, nil, err
+	}
+	path := m.path
+	if m.alone() { // the watch is set as it is granted (armHold)
+		n := &node{parent: parent, name: path[len(parent)+1:], path: path, fence: uint64(m.key.Mzxid), session: m.session}
+		return n, []string{n.name}, nil
 	}
 	var (
 		children []string
@@ -152,11 +158,13 @@ func (z *zkDriver) enqueue(ctx context.Context, s *session, parent, floor, owner
 		var werr, ferr error
 		var wg sync.WaitGroup
 		wg.Go(func() { exists, stat, watch, werr = s.conn.ExistsW(path) })
-		wg.Go(func() {
-			if offset, _, ferr = s.conn.Get(floor); errors.Is(ferr, zk.ErrNoNode) {
-				offset, ferr = nil, nil
-			}
-		})
+		if m.key == nil { // else the key had no offset when our node was made
+			wg.Go(func() {
+				if offset, _, ferr = s.conn.Get(floor); errors.Is(ferr, zk.ErrNoNode) {
+					offset, ferr = nil, nil
+				}
+			})
+		}
 		children, list, err = s.conn.Children(parent)
 		wg.Wait()
 		return exists, errors.Join(err, werr, ferr)
@@ -173,6 +181,7 @@ func (z *zkDriver) enqueue(ctx context.Context, s *session, parent, floor, owner
 	n := &node{parent: parent, name: path[len(parent)+1:], path: path, fence: uint64(stat.Czxid), session: stat.EphemeralOwner, watch: watch,
 		changed: list.Pzxid > stat.Czxid, touched: touched(stat)}
 	if n.floored = len(offset) > 0; n.floored {
+		z.raised.add(floor)
 		if n.offset, err = strconv.ParseInt(string(offset), 10, 64); err != nil {
 			return nil, nil, backendErr("read fence offset", err)
 		}
@@ -183,55 +192,47 @@ func (z *zkDriver) enqueue(ctx context.Context, s *session, parent, floor, owner
 // create makes our node under parent and returns its path. Its name
 // carries a GUID, so a create whose reply was lost is found again rather
 // than left to block the key.
-func (z *zkDriver) create(ctx context.Context, s *session, parent, owner, tag string) (string, error) {
+func (z *zkDriver) create(ctx context.Context, s *session, parent, floor, owner, tag string) (made, error) {
 	prefix := protectedPrefix + strings.ToLower(rand.Text()) + tag + lockInfix
-	var path string
+	var m made
 	var last error
-	for attempt := 0; path == ""; attempt++ {
+	for attempt := 0; m.path == ""; attempt++ {
 		if attempt == maxAttempts {
-			return "", backendErr("create lock node", last)
+			return made{}, backendErr("create lock node", last)
 		}
-		res := make(chan createResult, 1)
+		res := make(chan made, 1)
 		session := s.conn.SessionID()
-		go func() {
-			p, err := s.conn.Create(parent+"/"+prefix, []byte(owner), zk.FlagEphemeralSequential, z.cfg.acl)
-			res <- createResult{p, err}
-		}()
-		var r createResult
+		go func() { res <- z.make(s, parent, floor, parent+"/"+prefix, owner) }()
+		var r made
 		select {
 		case r = <-res:
 		case <-ctx.Done():
 			bounded(z.abandon(s, parent, prefix, session, res))
-			return "", ctx.Err()
+			return made{}, ctx.Err()
 		}
 		last = r.err
 		switch {
 		case r.err == nil:
-			path = r.path
+			m = r
 		case errors.Is(r.err, zk.ErrNoNode):
 			if err := z.ensureParent(ctx, s, parent); err != nil {
-				return "", err
+				return made{}, err
 			}
 		case errors.Is(r.err, zk.ErrConnectionClosed):
 			p, err := call(ctx, func() (string, error) { return s.find(parent, prefix) })
 			if err != nil {
 				res <- r // for abandon, which finds the node again
 				bounded(z.abandon(s, parent, prefix, session, res))
-				return "", backendErr("find lock node", err)
+				return made{}, backendErr("find lock node", err)
 			}
-			path = p
+			m.path = p
 		case errors.Is(r.err, zk.ErrSessionExpired):
 			// The node died with the session, if it was made: create again.
 		default:
-			return "", backendErr("create lock node", r.err)
+			return made{}, backendErr("create lock node", r.err)
 		}
 	}
-	return path, nil
-}
-
-type createResult struct {
-	path string
-	err  error
+	return m, nil
 }
 
 // waitTurn returns nil once n is first in its queue. A waiter watches its

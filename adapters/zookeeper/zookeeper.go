@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -85,6 +86,11 @@ type zkDriver struct {
 	// parked (guarded by mu): by key node, the watch that a stopped Watch
 	// left set, for the next Watch of the node to take over (watch.go)
 	parked map[string]<-chan zk.Event
+
+	// raised: keys found raised, made with a plain create; multiOff: the
+	// multi that makes a node alone in one round trip failed (alone.go)
+	raised   raisedKeys
+	multiOff atomic.Bool
 	driver.Log
 }
 

@@ -72,3 +72,16 @@ func (g *Logs) String() string {
 	}
 	return b.String()
 }
+
+// Count returns how many records kept are at level and contain text.
+func (g *Logs) Count(level slog.Level, text string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, r := range g.records {
+		if r.Level == level && strings.Contains(r.Message, text) {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,133 @@
+package zookeeper_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/adapters/zookeeper"
+	"github.com/locker-go/locker/internal/testenv"
+)
+
+// countedConn counts the packets a connection writes: go-zookeeper writes
+// each request (and ping) in one Write.
+type countedConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c countedConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+// A Lock of a key nobody else holds or waits for sends one request before
+// its grant (the multi that makes its node, alone.go) and one beside it
+// (its node's watch), where making the node and then listing the queue
+// took four: the fewest of three Locks is counted, a ping or a probe of
+// the session's falling into one now and then.
+func TestLockAloneInOneRequest(t *testing.T) {
+	t.Parallel()
+	u := testenv.URL(t, "LOCKER_TEST_ZK")
+	var writes atomic.Int64
+	dial := func(network, address string, timeout time.Duration) (net.Conn, error) {
+		c, err := net.DialTimeout(network, address, timeout)
+		return countedConn{c, &writes}, err
+	}
+	conn, events, err := zk.Connect(strings.Split(u.Host, ","), 10*time.Second, zk.WithDialer(dial), zk.WithLogger(quiet{}), zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	for ev := range events {
+		if ev.State == zk.StateHasSession {
+			break
+		}
+	}
+	l, err := zookeeper.New(conn, zookeeper.WithRoot(root(u)), zookeeper.WithSessionTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	key := uniq(t) + "k"
+	raw := rawConn(t, u)
+	fewest := int64(-1)
+	for i := range 3 {
+		before := writes.Load()
+		held, err := l.Lock(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := writes.Load() - before
+		if i > 0 && (fewest < 0 || n < fewest) { // the first also makes the key's node
+			fewest = n
+		}
+		// The fence is the node's czxid, as with a listing's read.
+		children, _, err := raw.Children(root(u) + "/" + zookeeper.Escape(key))
+		if err != nil || len(children) != 1 {
+			t.Fatalf("the key's queue: %v, %v; want our node alone", children, err)
+		}
+		_, st, err := raw.Exists(root(u) + "/" + zookeeper.Escape(key) + "/" + children[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held.Fence() != uint64(st.Czxid) {
+			t.Errorf("fence %d, want the node's czxid %d", held.Fence(), st.Czxid)
+		}
+		if err := held.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fewest > 2 {
+		t.Errorf("a Lock of a free key wrote %d packets at the fewest, want at most 2 (the multi, and the watch)", fewest)
+	}
+}
+
+// Where the multi is refused for want of rights on the root (its offset
+// node is made and deleted there), Locks make their nodes with a plain
+// create from then on, and say so once.
+func TestLockWithoutTheMulti(t *testing.T) {
+	t.Parallel()
+	u := testenv.URL(t, "LOCKER_TEST_ZK")
+	raw := rawConn(t, u)
+	r := "/locker-nodelete-" + strings.ToLower(uniq(t)[3:11])
+	noDelete := zk.WorldACL(zk.PermAll &^ zk.PermDelete)
+	if _, err := raw.Create(r, nil, 0, noDelete); err != nil {
+		t.Fatal(err)
+	}
+	ru := *u
+	ru.Path = r
+	lg, logs := testenv.NewLogs()
+	ctx := context.Background()
+	l, err := locker.Open(ctx, ru.String(), locker.WithLogger(lg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var last uint64
+	for _, key := range []string{"a", "b", "a"} {
+		held, err := l.Lock(ctx, key)
+		if err != nil {
+			t.Fatalf("Lock(%q) under a root that refuses deletes: %v", key, err)
+		}
+		if held.Fence() <= last {
+			t.Errorf("fence %d after %d", held.Fence(), last)
+		}
+		last = held.Fence()
+		if err := held.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logs.Wait(t, 10*time.Second, slog.LevelInfo, "plain create from now on")
+	if n := logs.Count(slog.LevelInfo, "plain create from now on"); n != 1 {
+		t.Errorf("the multi's refusal logged %d times, want once", n)
+	}
+}
