@@ -179,6 +179,47 @@ func etcdFloorClient(tb testing.TB, endpoint string) locker.Locker {
 	})
 }
 
+// etcdQueuedFloorClient is etcdFloorClient with each waiter's place in
+// etcd, as a lock whose queue lives there keeps it: a refused waiter puts
+// its key (one raft write) before it waits, and a release deletes the
+// next waiter's key (one raft write), which its watch hears. Two writes a
+// hand-off, as ours makes (a queue entry and its deletion); the floor
+// makes one.
+func etcdQueuedFloorClient(tb testing.TB, endpoint string) locker.Locker {
+	c := etcdClient(tb, endpoint)
+	key := func(id string) string { return "/" + prefix + "qfloor/" + id }
+	id := fmt.Sprint(rand.Uint64())
+	ctx, stop := context.WithCancel(context.Background())
+	tb.Cleanup(stop)
+	events := c.Watch(ctx, key(id), clientv3.WithCreatedNotify())
+	if r := <-events; !r.Created { // writes from now on are heard
+		tb.Fatalf("etcd watch of %s: %v", key(id), r.Err())
+	}
+	granted := make(chan struct{}, 1)
+	go func() {
+		for r := range events {
+			for _, ev := range r.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					granted <- struct{}{}
+				}
+			}
+		}
+	}()
+	return floorClient(floorSignal{
+		id: id,
+		arm: func(ctx context.Context) (func(context.Context) error, error) {
+			if _, err := c.Put(ctx, key(id), ""); err != nil {
+				return nil, err
+			}
+			return receive(granted), nil
+		},
+		send: func(ctx context.Context, next string) error {
+			_, err := c.Delete(ctx, key(next))
+			return err
+		},
+	})
+}
+
 // receive is a wait for one signal on granted.
 func receive(granted <-chan struct{}) func(context.Context) error {
 	return func(ctx context.Context) error {

@@ -106,7 +106,8 @@ func BenchmarkRedlock(b *testing.B) {
 }
 
 // BenchmarkEtcd compares our etcd adapter with etcd's concurrency.Mutex,
-// and with the least a hand-off through a watch costs (etcd-watch-floor).
+// and with the least a hand-off through a watch costs (etcd-watch-floor),
+// and that with each waiter's place in etcd (etcd-queued-floor).
 // Round trip: a Get.
 func BenchmarkEtcd(b *testing.B) {
 	u := testenv.URL(b, "LOCKER_TEST_ETCD")
@@ -118,6 +119,7 @@ func BenchmarkEtcd(b *testing.B) {
 		ours(u.String()),
 		subject{"etcd-concurrency", func(tb testing.TB) locker.Locker { return etcdMutexClient(tb, u.Host) }},
 		subject{"etcd-watch-floor", func(tb testing.TB) locker.Locker { return etcdFloorClient(tb, u.Host) }},
+		subject{"etcd-queued-floor", func(tb testing.TB) locker.Locker { return etcdQueuedFloorClient(tb, u.Host) }},
 	)
 }
 
