@@ -1,6 +1,7 @@
 package zookeeper
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"time"
@@ -18,7 +19,10 @@ import (
 // behind others, the listing skips that read: the key had no offset when
 // our node was made, and a raise since touches our node, which the
 // listing's watch shows (floor.go). A grant from the multi sets the watch
-// on our node as the Lock returns (armHold).
+// on our node armDelay after the grant (armHold), unless the hold ended
+// by then: a lock held that briefly, as most are, costs no request for it,
+// and a deletion of the node by another (ForceUnlock) meanwhile is found
+// then. A renewal that comes first sets it (arm).
 //
 // The plain create, then the listing, costs two round trips, and the
 // create and the listing's three reads four requests.
@@ -99,18 +103,31 @@ func (z *zkDriver) make(s *session, parent, floor, name, owner string) made {
 // alone reports whether m made our node with no other in its queue.
 func (m made) alone() bool { return m.key != nil && m.key.NumChildren == 1 }
 
-// armHold sets the watch on h's node, granted by a multi with none, and
-// returns its channel (its events also reach the session's callback, if
-// it has one): nil if h ended. A node gone by then ends the hold lost, as
-// its watch would have, and so does a refusal (the node is then deleted).
-// While the connection fails it tries again, until the hold ends (an
-// expired session ends it).
+// armDelay is how long a hold granted by the multi goes without its
+// watch: a lock released sooner never sets one (zkDriver.armDelay, which
+// tests change).
+const armDelay = 50 * time.Millisecond
+
+// armHold sets the watch on h's node, granted by a multi with none,
+// armDelay after the grant, and returns its channel (its events also
+// reach the session's callback, if it has one): nil if h ended. A node
+// gone by then ends the hold lost, as its watch would have, and so does a
+// refusal (the node is then deleted). While the connection fails it tries
+// again, until the hold ends (an expired session ends it).
 func (z *zkDriver) armHold(h *hold) <-chan zk.Event {
 	wait := 20 * time.Millisecond
+	select {
+	case <-h.gone:
+		return nil
+	case <-time.After(z.armDelay):
+	}
 	for {
 		ok, _, ch, err := h.s.conn.ExistsW(h.path)
 		switch {
 		case err == nil && ok:
+			z.mu.Lock()
+			h.armed = true
+			z.mu.Unlock()
 			return ch
 		case err == nil:
 			z.lose(h, false)
@@ -128,4 +145,22 @@ func (z *zkDriver) armHold(h *hold) <-chan zk.Event {
 			wait = min(2*wait, time.Second)
 		}
 	}
+}
+
+// arm sets the watch on h's node, made without one (alone.go), where a
+// renewal checks it before armHold did: ours if the node is there in our
+// session, as owned says.
+func (z *zkDriver) arm(ctx context.Context, h *hold) (bool, error) {
+	sent := time.Now()
+	ours, err := call(ctx, func() (bool, error) {
+		ok, st, _, err := h.s.conn.ExistsW(h.path)
+		return ok && st.EphemeralOwner == h.session, err
+	})
+	if err == nil {
+		h.s.contact(sent)
+		z.mu.Lock()
+		h.armed = h.armed || ours
+		z.mu.Unlock()
+	}
+	return ours, err
 }

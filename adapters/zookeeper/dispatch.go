@@ -115,8 +115,12 @@ func (z *zkDriver) holdEvent(h *hold, t zk.EventType) {
 
 // watchNode has h's watch events reach it: through the session's callback
 // if it has one (an event that came before h was registered is acted on
-// now), else through a goroutine of its own.
+// now), else through a goroutine of its own. A node made without its
+// watch has it set after armDelay (alone.go).
 func (z *zkDriver) watchNode(h *hold) {
+	z.mu.Lock()
+	h.armed = h.watch != nil
+	z.mu.Unlock()
 	if !h.s.callback {
 		go z.watchHold(h)
 		return

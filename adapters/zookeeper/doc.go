@@ -27,7 +27,8 @@
 // it returns: with no other child, the Lock holds the key after that one
 // round trip (two with the listing, as go-zookeeper's and Curator's
 // recipes take), its fence the key node's new mzxid, our node's czxid;
-// the watch on our node is set as the Lock returns. The multi also makes
+// the watch on our node is set 50 ms later, if it is still held (most
+// locks are not). The multi also makes
 // and deletes the key's fence offset node (below), so it fails on a key
 // that has one, whose nodes are then made with a plain create. Where the
 // server refuses the multi otherwise (no right to delete under the root),

@@ -25,10 +25,13 @@ type hold struct {
 	// guarded by zkDriver.mu
 	releasing bool // our own delete is under way: its watch event is no loss
 	ended     bool
+	armed     bool // a watch is set on the node (see watchNode)
 }
 
 // newHold records n as held and watches it: when it is deleted by anyone
-// but us (ForceUnlock) or dies with the session, its leases are lost.
+// but us (ForceUnlock) or dies with the session, its leases are lost. A
+// node made alone, without its watch, is watched from armDelay on
+// (alone.go).
 func (z *zkDriver) newHold(s *session, n *node) *hold {
 	h := &hold{node: n, s: s, gone: make(chan struct{})}
 	h.lost, h.lose = context.WithCancel(context.Background())
@@ -189,9 +192,17 @@ type leaseOps struct {
 
 // Refresh checks that the node still exists in our session, which the
 // server then keeps for S: a kept-alive lease is good for min(TTL, S/2),
-// the rest being the margin for a slow clock or a late renewal.
+// the rest being the margin for a slow clock or a late renewal. A node
+// not yet watched (alone.go) is watched from this check on.
 func (o *leaseOps) Refresh(ctx context.Context) (time.Duration, error) {
-	ours, err := o.h.owned(ctx)
+	o.z.mu.Lock()
+	armed := o.h.armed
+	o.z.mu.Unlock()
+	check := o.h.owned
+	if !armed {
+		check = func(ctx context.Context) (bool, error) { return o.z.arm(ctx, o.h) }
+	}
+	ours, err := check(ctx)
 	switch {
 	case err != nil:
 		return 0, backendErr("refresh", err)
@@ -222,7 +233,8 @@ var _ driver.BatchRefresher = (*zkDriver)(nil)
 // RefreshBatch renews kept-alive holds without a call: a node of ours
 // lives as long as its session, which the session's monitor keeps in
 // contact (every S/12), and its deletion by anyone else reaches the hold's
-// watch, which ends it, before the answer to any later request. So a hold
+// watch, which ends it, before the answer to any later request. A hold
+// not yet watched (alone.go) renews alone, which sets its watch. So a hold
 // not ended is ours, valid as long as Refresh would make it, less the time
 // since the session's last answered request; a session silent too long
 // answers ErrUnavailable, for the lease to try again.
@@ -237,6 +249,8 @@ func (z *zkDriver) RefreshBatch(_ context.Context, hs []driver.Hold) ([]driver.R
 			out[i].Err = driver.ErrSkip
 		case o.h.ended:
 			out[i].Err = locker.ErrNotHeld
+		case !o.h.armed: // Refresh sets its watch
+			out[i].Err = driver.ErrSkip
 		default:
 			since := o.h.s.sinceContact()
 			if out[i].Valid = o.validity() - since; out[i].Valid <= 0 {

@@ -39,6 +39,9 @@ func TestRefreshBatch(t *testing.T) {
 	if len(ops) != 3 {
 		t.Fatalf("%d holds recorded, want 3", len(ops))
 	}
+	for _, o := range ops { // each node made alone, and watched after armDelay (alone.go)
+		waitArmed(t, z.zkDriver, o.(*leaseOps).h)
+	}
 	if err := z.Locker.(locker.Admin).ForceUnlock(ctx, leases[0].Key()); err != nil {
 		t.Fatal(err)
 	}

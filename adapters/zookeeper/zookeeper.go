@@ -91,6 +91,7 @@ type zkDriver struct {
 	// multi that makes a node alone in one round trip failed (alone.go)
 	raised   raisedKeys
 	multiOff atomic.Bool
+	armDelay time.Duration
 	driver.Log
 }
 
@@ -139,7 +140,7 @@ func configure(opts []Option) (config, error) {
 // newDriver returns a driver over primary, a session just made; with a
 // dialer it opens further sessions as TTLs need them.
 func newDriver(primary *session, d *dialer, cfg config) *zkDriver {
-	z := &zkDriver{cfg: cfg, primary: primary, dial: d,
+	z := &zkDriver{cfg: cfg, primary: primary, dial: d, armDelay: armDelay,
 		sessions: map[time.Duration]*slot{}, holds: map[*hold]struct{}{}, orphans: map[string]chan struct{}{}}
 	z.ctx, z.cancel = context.WithCancel(context.Background())
 	if d != nil {
