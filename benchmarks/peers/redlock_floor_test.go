@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/testenv"
 )
 
 // redlockGrant is the floor's release on one master: it writes the grant
@@ -127,4 +129,52 @@ func redlockFloorClient(tb testing.TB, addrs []string, queued bool) locker.Locke
 			return round(ctx, redlockGrant, keys, channel(next), g, ttl.Milliseconds(), next)
 		},
 	})
+}
+
+// oneScript is the least script a master runs: it returns 1.
+var oneScript = goredis.NewScript(`return 1`)
+
+// BenchmarkRedlockRounds is the least a Redlock lock and unlock cost here,
+// the bound of issue #22's uncontended goal (4× one master's round trip):
+// two rounds, each the least script sent to every master at once and done
+// at a quorum's answers, timed against a PING to the first master as
+// conformance.Bench's Uncontended times a lock+unlock (rtt-x). Any Redlock
+// takes a quorum in one round and gives it back in another; a lock does
+// more in each script (ours: its queue, fence and TTL).
+func BenchmarkRedlockRounds(b *testing.B) {
+	u := testenv.URL(b, "LOCKER_TEST_REDLOCK")
+	addrs := strings.Split(u.Host, ",")
+	clients := make([]*goredis.Client, len(addrs))
+	for i, a := range addrs {
+		clients[i] = goredis.NewClient(&goredis.Options{Addr: a})
+		cleanup(b, clients[i].Close)
+	}
+	ctx, quorum := context.Background(), len(addrs)/2+1
+	round := func() {
+		answers := make(chan error, len(clients))
+		for _, c := range clients {
+			go func() { answers <- oneScript.Run(ctx, c, nil).Err() }()
+		}
+		for range quorum {
+			if err := <-answers; err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	round() // the script loaded on every master
+	var rounds, rtt time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		round()
+		round()
+		rounds += time.Since(t0)
+		b.StopTimer()
+		t1 := time.Now()
+		if err := clients[0].Ping(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		rtt += time.Since(t1)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(rounds)/float64(rtt), "rtt-x")
 }
