@@ -73,7 +73,8 @@ func cleanup(tb testing.TB, close func() error) {
 
 // BenchmarkRedis compares our single-Redis adapter with bsm/redislock
 // retrying every 10 ms, and with the least a FIFO hand-off through Redis
-// costs (fifo-floor). Round trip: PING.
+// costs (fifo-floor), and that with a lease's least records: TTL, fence,
+// owner (fifo-lease-floor). Round trip: PING.
 func BenchmarkRedis(b *testing.B) {
 	u := testenv.URL(b, "LOCKER_TEST_REDIS")
 	c := goredis.NewClient(&goredis.Options{Addr: u.Host})
@@ -82,6 +83,7 @@ func BenchmarkRedis(b *testing.B) {
 		ours(u.String()),
 		subject{"bsm-redislock", func(tb testing.TB) locker.Locker { return redislockClient(tb, u.Host) }},
 		subject{"fifo-floor", func(tb testing.TB) locker.Locker { return fifoFloorClient(tb, u.Host) }},
+		subject{"fifo-lease-floor", func(tb testing.TB) locker.Locker { return fifoLeaseFloorClient(tb, u.Host) }},
 	)
 }
 
