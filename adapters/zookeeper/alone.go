@@ -19,7 +19,7 @@ import (
 // behind others, the listing skips that read: the key had no offset when
 // our node was made, and a raise since touches our node, which the
 // listing's watch shows (floor.go). A grant from the multi sets the watch
-// on our node armDelay after the grant (armHold), unless the hold ended
+// on our node armDelay after the grant (armLater), unless the hold ended
 // by then: a lock held that briefly, as most are, costs no request for it,
 // and a deletion of the node by another (ForceUnlock) meanwhile is found
 // then. A renewal that comes first sets it (arm).
@@ -108,19 +108,21 @@ func (m made) alone() bool { return m.key != nil && m.key.NumChildren == 1 }
 // tests change).
 const armDelay = 50 * time.Millisecond
 
-// armHold sets the watch on h's node, granted by a multi with none,
-// armDelay after the grant, and returns its channel (its events also
-// reach the session's callback, if it has one): nil if h ended. A node
-// gone by then ends the hold lost, as its watch would have, and so does a
-// refusal (the node is then deleted). While the connection fails it tries
-// again, until the hold ends (an expired session ends it).
+// armLater has armHold set the watch on h's node, granted by a multi with
+// none, armDelay from now, unless h ends first: a timer, not a goroutine,
+// until then (endLocked stops it). Callers hold z.mu.
+func (z *zkDriver) armLater(h *hold) {
+	h.arming = time.AfterFunc(z.armDelay, func() { z.armHold(h) })
+}
+
+// armHold sets the watch on h's node, granted by a multi with none, and
+// returns its channel (its events also reach the session's callback, if
+// it has one): nil if h ended. A node gone by then ends the hold lost, as
+// its watch would have, and so does a refusal (the node is then deleted).
+// While the connection fails it tries again, until the hold ends (an
+// expired session ends it).
 func (z *zkDriver) armHold(h *hold) <-chan zk.Event {
 	wait := 20 * time.Millisecond
-	select {
-	case <-h.gone:
-		return nil
-	case <-time.After(z.armDelay):
-	}
 	for {
 		ok, _, ch, err := h.s.conn.ExistsW(h.path)
 		switch {

@@ -120,20 +120,19 @@ func (z *zkDriver) holdEvent(h *hold, t zk.EventType) {
 func (z *zkDriver) watchNode(h *hold) {
 	z.mu.Lock()
 	h.armed = h.watch != nil
-	z.mu.Unlock()
 	if !h.s.callback {
+		z.mu.Unlock()
 		go z.watchHold(h)
 		return
 	}
-	z.mu.Lock()
 	h.s.watched[h.path] = h
+	if h.watch == nil { // granted by the multi (alone.go)
+		z.armLater(h)
+	}
 	t, early := h.s.recent.take(h.path)
 	z.mu.Unlock()
 	if early {
 		z.holdEvent(h, t)
-	}
-	if h.watch == nil { // granted by the multi (alone.go)
-		go z.armHold(h)
 	}
 }
 

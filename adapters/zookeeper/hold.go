@@ -25,7 +25,8 @@ type hold struct {
 	// guarded by zkDriver.mu
 	releasing bool // our own delete is under way: its watch event is no loss
 	ended     bool
-	armed     bool // a watch is set on the node (see watchNode)
+	armed     bool        // a watch is set on the node (see watchNode)
+	arming    *time.Timer // sets it, where the node was made without (alone.go)
 }
 
 // newHold records n as held and watches it: when it is deleted by anyone
@@ -132,6 +133,9 @@ func (z *zkDriver) endLocked(h *hold) {
 		return
 	}
 	h.ended = true
+	if h.arming != nil {
+		h.arming.Stop()
+	}
 	delete(z.holds, h)
 	if h.s.watched[h.path] == h {
 		delete(h.s.watched, h.path)
@@ -159,7 +163,12 @@ func (z *zkDriver) lose(h *hold, discard bool) {
 // watchHold waits for h's node to be deleted or its session to end.
 func (z *zkDriver) watchHold(h *hold) {
 	ch := h.watch
-	if ch == nil { // granted by the multi (alone.go)
+	if ch == nil { // granted by the multi (alone.go): watched from armDelay on
+		select {
+		case <-h.gone:
+			return
+		case <-time.After(z.armDelay):
+		}
 		if ch = z.armHold(h); ch == nil {
 			return
 		}
