@@ -2,6 +2,7 @@ package zookeeper_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"strings"
@@ -131,5 +132,55 @@ func TestLockWithoutTheMulti(t *testing.T) {
 	logs.Wait(t, 10*time.Second, slog.LevelInfo, "plain create from now on")
 	if n := logs.Count(slog.LevelInfo, "plain create from now on"); n != 1 {
 		t.Errorf("the multi's refusal logged %d times, want once", n)
+	}
+}
+
+// deleteTree deletes path and every node below it.
+func deleteTree(t *testing.T, conn *zk.Conn, path string) {
+	t.Helper()
+	children, _, err := conn.Children(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range children {
+		deleteTree(t, conn, path+"/"+c)
+	}
+	if err := conn.Delete(path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		t.Fatal(err)
+	}
+}
+
+// A Locker whose root went (a server that came back empty, an operator's
+// clean-up) makes it again at its next Lock: the multi fails for want of
+// the root (its offset node's parent), and the node is made once the
+// root and the key's node are.
+func TestLockAfterTheRootWent(t *testing.T) {
+	t.Parallel()
+	u := testenv.URL(t, "LOCKER_TEST_ZK")
+	ru := *u
+	ru.Path = "/locker-gone-" + strings.ToLower(uniq(t)[3:11])
+	l, raw := open(t, &ru), rawConn(t, u)
+	ctx := context.Background()
+	first, err := l.Lock(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deleteTree(t, raw, ru.Path)
+	second, err := l.Lock(ctx, "k")
+	if err != nil {
+		t.Fatalf("Lock after the root went: %v", err)
+	}
+	if second.Fence() <= first.Fence() {
+		t.Errorf("fence %d after the root was made again, not above %d", second.Fence(), first.Fence())
+	}
+	children, _, err := raw.Children(ru.Path + "/" + zookeeper.Escape("k"))
+	if err != nil || len(children) != 1 {
+		t.Errorf("the key's queue after the Lock: %v, %v; want its node alone", children, err)
+	}
+	if err := second.Unlock(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
