@@ -44,16 +44,7 @@ func TestLockAloneInOneRequest(t *testing.T) {
 		c, err := net.DialTimeout(network, address, timeout)
 		return countedConn{c, &writes}, err
 	}
-	conn, events, err := zk.Connect(strings.Split(u.Host, ","), 10*time.Second, zk.WithDialer(dial), zk.WithLogger(quiet{}), zk.WithLogInfo(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
-	for ev := range events {
-		if ev.State == zk.StateHasSession {
-			break
-		}
-	}
+	conn := rawConnDialing(t, u, dial)
 	l, err := zookeeper.New(conn, zookeeper.WithRoot(root(u)), zookeeper.WithSessionTimeout(10*time.Second))
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package zookeeper_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -27,9 +28,15 @@ type quiet struct{}
 func (quiet) Printf(string, ...any) {}
 
 // rawConn is a plain connection for inspecting the server.
-func rawConn(t testing.TB, u *url.URL) *zk.Conn {
+func rawConn(t testing.TB, u *url.URL) *zk.Conn { return rawConnDialing(t, u, nil) }
+
+// rawConnDialing is rawConn through dial (nil: go-zookeeper's own).
+func rawConnDialing(t testing.TB, u *url.URL, dial zk.Dialer) *zk.Conn {
 	t.Helper()
-	conn, events, err := zk.Connect(strings.Split(u.Host, ","), 10*time.Second, zk.WithLogger(quiet{}), zk.WithLogInfo(false))
+	if dial == nil {
+		dial = net.DialTimeout
+	}
+	conn, events, err := zk.Connect(strings.Split(u.Host, ","), 10*time.Second, zk.WithDialer(dial), zk.WithLogger(quiet{}), zk.WithLogInfo(false))
 	if err != nil {
 		t.Fatal(err)
 	}

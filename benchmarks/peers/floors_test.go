@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/go-zookeeper/zk"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/locker-go/locker"
@@ -155,20 +156,7 @@ func etcdFloorClient(tb testing.TB, endpoint string) locker.Locker {
 	c := etcdClient(tb, endpoint)
 	key := func(id string) string { return "/" + prefix + "floor/" + id }
 	id := fmt.Sprint(rand.Uint64())
-	ctx, stop := context.WithCancel(context.Background())
-	tb.Cleanup(stop)
-	events := c.Watch(ctx, key(id), clientv3.WithCreatedNotify())
-	if r := <-events; !r.Created { // puts from now on are heard
-		tb.Fatalf("etcd watch of %s: %v", key(id), r.Err())
-	}
-	granted := make(chan struct{}, 1)
-	go func() {
-		for r := range events {
-			for range r.Events {
-				granted <- struct{}{}
-			}
-		}
-	}()
+	granted := etcdSignals(tb, c, key(id), clientv3.EventTypePut)
 	return floorClient(floorSignal{
 		id:  id,
 		arm: func(context.Context) (func(context.Context) error, error) { return receive(granted), nil },
@@ -189,22 +177,7 @@ func etcdQueuedFloorClient(tb testing.TB, endpoint string) locker.Locker {
 	c := etcdClient(tb, endpoint)
 	key := func(id string) string { return "/" + prefix + "qfloor/" + id }
 	id := fmt.Sprint(rand.Uint64())
-	ctx, stop := context.WithCancel(context.Background())
-	tb.Cleanup(stop)
-	events := c.Watch(ctx, key(id), clientv3.WithCreatedNotify())
-	if r := <-events; !r.Created { // writes from now on are heard
-		tb.Fatalf("etcd watch of %s: %v", key(id), r.Err())
-	}
-	granted := make(chan struct{}, 1)
-	go func() {
-		for r := range events {
-			for _, ev := range r.Events {
-				if ev.Type == clientv3.EventTypeDelete {
-					granted <- struct{}{}
-				}
-			}
-		}
-	}()
+	granted := etcdSignals(tb, c, key(id), clientv3.EventTypeDelete)
 	return floorClient(floorSignal{
 		id: id,
 		arm: func(ctx context.Context) (func(context.Context) error, error) {
@@ -218,6 +191,28 @@ func etcdQueuedFloorClient(tb testing.TB, endpoint string) locker.Locker {
 			return err
 		},
 	})
+}
+
+// etcdSignals watches key, heard from its return on, and signals each of
+// its events of type t on the channel returned; the watch ends with tb.
+func etcdSignals(tb testing.TB, c *clientv3.Client, key string, t mvccpb.Event_EventType) <-chan struct{} {
+	ctx, stop := context.WithCancel(context.Background())
+	tb.Cleanup(stop)
+	events := c.Watch(ctx, key, clientv3.WithCreatedNotify())
+	if r := <-events; !r.Created {
+		tb.Fatalf("etcd watch of %s: %v", key, r.Err())
+	}
+	granted := make(chan struct{}, 1)
+	go func() {
+		for r := range events {
+			for _, ev := range r.Events {
+				if ev.Type == t {
+					granted <- struct{}{}
+				}
+			}
+		}
+	}()
+	return granted
 }
 
 // receive is a wait for one signal on granted.
