@@ -1,7 +1,6 @@
 package zookeeper
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"time"
@@ -22,7 +21,7 @@ import (
 // on our node armDelay after the grant (armLater), unless the hold ended
 // by then: a lock held that briefly, as most are, costs no request for it,
 // and a deletion of the node by another (ForceUnlock) meanwhile is found
-// then. A renewal that comes first sets it (arm).
+// then. A renewal that comes first sets it (leaseOps.Refresh).
 //
 // The plain create, then the listing, costs two round trips, and the
 // create and the listing's three reads four requests.
@@ -147,22 +146,4 @@ func (z *zkDriver) armHold(h *hold) <-chan zk.Event {
 			wait = min(2*wait, time.Second)
 		}
 	}
-}
-
-// arm sets the watch on h's node, made without one (alone.go), where a
-// renewal checks it before armHold did: ours if the node is there in our
-// session, as owned says.
-func (z *zkDriver) arm(ctx context.Context, h *hold) (bool, error) {
-	sent := time.Now()
-	ours, err := call(ctx, func() (bool, error) {
-		ok, st, _, err := h.s.conn.ExistsW(h.path)
-		return ok && st.EphemeralOwner == h.session, err
-	})
-	if err == nil {
-		h.s.contact(sent)
-		z.mu.Lock()
-		h.armed = h.armed || ours
-		z.mu.Unlock()
-	}
-	return ours, err
 }

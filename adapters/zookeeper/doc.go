@@ -28,11 +28,11 @@
 // round trip (two with the listing, as go-zookeeper's and Curator's
 // recipes take), its fence the key node's new mzxid, our node's czxid;
 // the watch on our node is set 50 ms later, if it is still held (most
-// locks are not). The multi also makes
-// and deletes the key's fence offset node (below), so it fails on a key
-// that has one, whose nodes are then made with a plain create. Where the
-// server refuses the multi otherwise (no right to delete under the root),
-// every node is made with a plain create from then on.
+// locks are not). The multi also makes and deletes the key's fence
+// offset node (below), so it fails on a key that has one, whose nodes are
+// then made with a plain create. Where the server refuses the multi
+// otherwise (no right to delete under the root), every node is made with
+// a plain create from then on.
 //
 // Lock modes (driver.ModeKeeper): a node's name carries its mode before
 // "-lock-" ("_c_<guid>-S-lock-<seq>"; none for exclusive, so that a client

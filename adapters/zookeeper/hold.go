@@ -70,7 +70,7 @@ func (o *leaseOps) Reenter(ctx context.Context, r *driver.Request) (driver.Grant
 			fmt.Sprintf("re-enter with WithTTL(%v) or more", long))
 	}
 	return persist(ctx, r, func(ctx context.Context) (driver.Grant, error) {
-		ours, err := o.h.owned(ctx)
+		ours, err := o.h.owned(ctx, false)
 		if err != nil {
 			return driver.Grant{}, backendErr("check held node", err)
 		}
@@ -86,11 +86,19 @@ func (o *leaseOps) Reenter(ctx context.Context, r *driver.Request) (driver.Grant
 	})
 }
 
-// owned reports whether h's node still exists in its session.
-func (h *hold) owned(ctx context.Context) (bool, error) {
+// owned reports whether h's node still exists in its session; with
+// watch, it also sets a watch on the node (one made alone, alone.go).
+func (h *hold) owned(ctx context.Context, watch bool) (bool, error) {
 	sent := time.Now()
 	ours, err := call(ctx, func() (bool, error) {
-		ok, st, err := h.s.conn.Exists(h.path)
+		exists := h.s.conn.Exists
+		if watch {
+			exists = func(path string) (bool, *zk.Stat, error) {
+				ok, st, _, err := h.s.conn.ExistsW(path)
+				return ok, st, err
+			}
+		}
+		ok, st, err := exists(h.path)
 		return ok && st.EphemeralOwner == h.session, err
 	})
 	if err == nil {
@@ -207,11 +215,12 @@ func (o *leaseOps) Refresh(ctx context.Context) (time.Duration, error) {
 	o.z.mu.Lock()
 	armed := o.h.armed
 	o.z.mu.Unlock()
-	check := o.h.owned
-	if !armed {
-		check = func(ctx context.Context) (bool, error) { return o.z.arm(ctx, o.h) }
+	ours, err := o.h.owned(ctx, !armed)
+	if ours && !armed {
+		o.z.mu.Lock()
+		o.h.armed = true
+		o.z.mu.Unlock()
 	}
-	ours, err := check(ctx)
 	switch {
 	case err != nil:
 		return 0, backendErr("refresh", err)

@@ -143,7 +143,7 @@ func (z *zkDriver) enqueue(ctx context.Context, s *session, parent, floor, owner
 		return nil, nil, err
 	}
 	path := m.path
-	if m.alone() { // the watch is set as it is granted (armHold)
+	if m.alone() { // its watch is set armDelay later, if still held (armLater)
 		n := &node{parent: parent, name: path[len(parent)+1:], path: path, fence: uint64(m.key.Mzxid), session: m.session}
 		return n, []string{n.name}, nil
 	}
