@@ -40,6 +40,10 @@ type floorSignal struct {
 	arm func(ctx context.Context) (wait func(ctx context.Context) error, err error)
 	// send signals waiter next.
 	send func(ctx context.Context, next string) error
+	// enter, if set, begins every Lock (a floor whose every holder has a
+	// place in the backend makes it there); alone, if set, is a release's
+	// when nobody waits.
+	enter, alone func(ctx context.Context) error
 }
 
 // floorClient is a client of a hand-off floor over s.
@@ -47,6 +51,11 @@ func floorClient(s floorSignal) locker.Locker {
 	f := &floorQueue
 	return shim{
 		lock: func(ctx context.Context, key string) (func(context.Context) error, error) {
+			if s.enter != nil {
+				if err := s.enter(ctx); err != nil {
+					return nil, err
+				}
+			}
 			f.Lock()
 			if !f.held[key] {
 				f.held[key] = true
@@ -75,6 +84,9 @@ func floorClient(s floorSignal) locker.Locker {
 				if len(q) == 0 {
 					f.held[key] = false
 					f.Unlock()
+					if s.alone != nil {
+						return s.alone(ctx)
+					}
 					return nil
 				}
 				f.waiters[key] = q[1:]
@@ -191,6 +203,71 @@ func etcdQueuedFloorClient(tb testing.TB, endpoint string) locker.Locker {
 			return err
 		},
 	})
+}
+
+// etcdInboxFloorClient is the least an etcd lock costs whose release is
+// owner-checked and hands the key over in its own txn, and whose waiters
+// hear their turn on a long-lived watch of their client's own (a watch
+// made for each wait may start in etcd's unsynced path, served every
+// 100 ms): each Lock puts its place (one raft write, as a lock's queue
+// entry), and a release is one txn that checks the holder's place is its
+// own (its create revision), deletes it, and puts the next waiter's
+// inbox key, which only that waiter's watch hears. Two writes a hand-off,
+// one of them a txn with a compare, as any lock with owner-checked
+// release makes; one event on the hand-off's path.
+func etcdInboxFloorClient(tb testing.TB, endpoint string) locker.Locker {
+	return etcdTxnFloorClient(tb, endpoint, false)
+}
+
+// etcdFanoutFloorClient is etcdInboxFloorClient with each client watching
+// the whole queue, as ours does (a waiter near the head hears the queue's
+// changes through its Locker's watch of it, queuewatch.go): every place
+// put and deleted reaches every client, the release's deletion on the
+// hand-off's path among them.
+func etcdFanoutFloorClient(tb testing.TB, endpoint string) locker.Locker {
+	return etcdTxnFloorClient(tb, endpoint, true)
+}
+
+// etcdTxnFloorClient is etcdInboxFloorClient's, or with fanout
+// etcdFanoutFloorClient's.
+func etcdTxnFloorClient(tb testing.TB, endpoint string, fanout bool) locker.Locker {
+	c := etcdClient(tb, endpoint)
+	id := fmt.Sprint(rand.Uint64())
+	queue := "/" + prefix + "tfloor/q/"
+	place, inbox := queue+id, func(id string) string { return "/" + prefix + "tfloor/in/" + id }
+	granted := etcdSignals(tb, c, inbox(id), clientv3.EventTypePut)
+	ctx, stop := context.WithCancel(context.Background())
+	tb.Cleanup(stop)
+	if fanout { // every change of the queue reaches every client, as ours
+		all := c.Watch(ctx, queue, clientv3.WithPrefix())
+		go func() {
+			for range all {
+			}
+		}()
+	}
+	var created int64 // the create revision of this client's place (one Lock at a time)
+	mine := func() clientv3.Cmp { return clientv3.Compare(clientv3.CreateRevision(place), "=", created) }
+	l := floorClient(floorSignal{
+		id: id,
+		enter: func(ctx context.Context) error {
+			put, err := c.Put(ctx, place, "")
+			if err == nil {
+				created = put.Header.Revision
+			}
+			return err
+		},
+		arm: func(context.Context) (func(context.Context) error, error) { return receive(granted), nil },
+		send: func(ctx context.Context, next string) error {
+			_, err := c.Txn(ctx).If(mine()).Then(clientv3.OpDelete(place), clientv3.OpPut(inbox(next), "")).Commit()
+			return err
+		},
+		alone: func(ctx context.Context) error {
+			_, err := c.Txn(ctx).If(mine()).Then(clientv3.OpDelete(place)).Commit()
+			return err
+		},
+	}).(shim)
+	l.close = func() error { stop(); return nil } // a closed client's watch stops hearing the queue
+	return l
 }
 
 // etcdSignals watches key, heard from its return on, and signals each of

@@ -109,7 +109,9 @@ func BenchmarkRedlock(b *testing.B) {
 
 // BenchmarkEtcd compares our etcd adapter with etcd's concurrency.Mutex,
 // and with the least a hand-off through a watch costs (etcd-watch-floor),
-// and that with each waiter's place in etcd (etcd-queued-floor).
+// that with each waiter's place in etcd (etcd-queued-floor), that with an
+// owner-checked release txn that hands the key over (etcd-inbox-floor),
+// and that with every client watching the queue, as ours (etcd-fanout-floor).
 // Round trip: a Get.
 func BenchmarkEtcd(b *testing.B) {
 	u := testenv.URL(b, "LOCKER_TEST_ETCD")
@@ -122,6 +124,8 @@ func BenchmarkEtcd(b *testing.B) {
 		subject{"etcd-concurrency", func(tb testing.TB) locker.Locker { return etcdMutexClient(tb, u.Host) }},
 		subject{"etcd-watch-floor", func(tb testing.TB) locker.Locker { return etcdFloorClient(tb, u.Host) }},
 		subject{"etcd-queued-floor", func(tb testing.TB) locker.Locker { return etcdQueuedFloorClient(tb, u.Host) }},
+		subject{"etcd-inbox-floor", func(tb testing.TB) locker.Locker { return etcdInboxFloorClient(tb, u.Host) }},
+		subject{"etcd-fanout-floor", func(tb testing.TB) locker.Locker { return etcdFanoutFloorClient(tb, u.Host) }},
 	)
 }
 
