@@ -264,11 +264,13 @@ end
 // of a call that waited (Abandon). The last holder of a key without
 // marks deletes it outright.
 var releaseScript = goredis.NewScript(luaNow + `
--- The fast path: the last hold of a key's only holder, without marks.
+-- The fast paths, for one hold: the last hold of a key's only holder,
+-- without marks; and an Exclusive holder's last hold whose key goes to
+-- the first waiting mark (releaseHandoff).
 if #KEYS == 10 then
   local H, Z, m, owner, id = KEYS[2], KEYS[3], ARGV[3], ARGV[4], ARGV[5]
   local mo = m .. owner
-  local v = redis.call('HMGET', H, 'h' .. mo, 'x', 'xe', 'a' .. mo, 'f' .. mo, 'w', 'z', 'N')
+  local v = redis.call('HMGET', H, 'h' .. mo, 'x', 'xe', 'a' .. mo, 'f' .. mo, 'w', 'z', 'N', 'o', 'L')
   local live
   if m == '0' then
     live = v[2] == owner and tonumber(v[3]) > now
@@ -296,6 +298,9 @@ if #KEYS == 10 then
       redis.call('PUBLISH', ARGV[6], (v[4] or '') .. ' ' .. (v[5] or '0'))
     end
     return {2}
+  end
+  if live and v[6] and mine and m == '0' and ARGV[6] ~= '' and v[9] == '' and (not v[7] or v[7] == '') and
+    (ARGV[7] == '' or not redis.call('HGET', KEYS[10], ARGV[7])) then` + releaseHandoff + `
   end
 end
 ` + luaHelpers + luaHolder + luaNextWaiter + luaCountFence + luaHandoff + luaHandoffLimited + `
@@ -395,6 +400,52 @@ for i = 0, (#KEYS - 1) / 9 - 1 do
 end
 return out
 `)
+
+// releaseHandoff is the general path's work (unmarkOwn, holder, forget,
+// handoff, tidy) for one Exclusive hold, the last of its holder, whose
+// key goes to the first waiting mark, read before it writes and with none
+// of the helpers that the general path defines at every run: the release
+// of a key handed from waiter to waiter, the hand-off's own path. v is
+// the anchor's h, x, xe, a, f, w, z, N, o and L; the call pends no mark
+// left, the anchor has marks (w) and no holders of other modes (z), and
+// is no old version's record (o). Unless handoff would hand the key (the
+// first live mark an Exclusive one that pends a hold renewed within half
+// its TTL), it writes nothing and the general path decides.
+var releaseHandoff = `
+    local W, P, ch, best = KEYS[4], KEYS[10], ARGV[6], nil
+    for i = 1, #v[6] do -- firstMark's, with the mark's expiry
+      local k = tonumber(string.sub(v[6], i, i))
+      local h = redis.call('ZRANGE', KEYS[5 + k], 0, 7, 'WITHSCORES')
+      for j = 1, #h, 2 do
+        local e = redis.call('ZSCORE', W, k .. h[j])
+        if e and tonumber(e) > now then
+          local st = tonumber(h[j + 1])
+          if not best or st < best[1] or (st == best[1] and h[j] < best[3]) then
+            best = {st, k, h[j], h[j + 1], tonumber(e)}
+          end
+          break
+        end
+      end
+    end
+    local p = best and best[2] == 0 and redis.call('HGET', P, best[3])
+    local hid, ttl, at, to, heir = string.match(p or '', '^(%S+) (%d+) (%d+) (%S+) (.*)$')
+    if hid and best[5] - now >= tonumber(ttl) / 2 then
+      ttl = tonumber(ttl)
+` + luaNextFence + `
+      redis.call('HDEL', H, 'f' .. mo, 'h' .. mo, 'a' .. mo, 'x', 'xe', 'xa')
+      local no = '0' .. heir
+      redis.call('HSET', H, 'f' .. no, c, 'h' .. no, ',' .. hid .. ',', 'a' .. no, hid,
+        'L', math.max(c, tonumber(v[10] or '0')), 'x', heir, 'xe', now + ttl, 'xa', hid)
+      if redis.call('PTTL', H) < ttl then
+        redis.call('PEXPIRE', H, ttl)
+      end
+      redis.call('ZREM', KEYS[5], best[3])
+      redis.call('ZREM', W, '0' .. best[3])
+      redis.call('HDEL', P, best[3])
+      redis.call('PUBLISH', ARGV[2] .. to, #ch .. ' ' .. ch .. (v[4] or '') .. ' ' .. (v[5] or '0') .. ' ' .. best[4] ..
+        ' 0 ' .. best[3] .. ' h ' .. hid .. string.format(' %d %d', c, now - tonumber(at)))
+      return {2}
+    end`
 
 // unmarkScript drops a call's waiting mark: KEYS anchor, marks by expiry,
 // marks by mode, pending holds, Limited holders; ARGV mode, call id,

@@ -40,17 +40,22 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 // luaCountFence: countFence() draws the next fence of the counter
 // KEYS[1], at least the floor ARGV[1] (the largest counter the client
 // saw, plus one: a lagging master catches up), a missing counter started
-// from the clock (rediskey.ClockFloor).
+// from the clock (rediskey.NextFence).
 var luaCountFence = `
 local function countFence()
-` + rediskey.ClockFloor("1") + `
-  local c = redis.call('INCR', KEYS[1])
+` + luaNextFence + `
+  return c
+end
+`
+
+// luaNextFence sets the local c to countFence's fence, inline.
+var luaNextFence = `
+  local c
+` + rediskey.NextFence("c", "KEYS[1]") + `
   if c < tonumber(ARGV[1]) then
     c = tonumber(ARGV[1])
     redis.call('SET', KEYS[1], c)
   end
-  return c
-end
 `
 
 // luaHelpers are the scripts' helpers. A script defines them after its
