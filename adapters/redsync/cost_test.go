@@ -103,7 +103,8 @@ func TestCostIgnoresCompatibleHolders(t *testing.T) {
 // hand-off's own commands, none of the general path's reads: as many for
 // the release of a hold that was itself handed over (its call's marks
 // gone, its id one of those it pended) as for a plain one. (The general
-// path ran 22 here, and made its helpers.)
+// path ran 22 here, and made its helpers.) A waiter's refusal behind the
+// holder costs no look at the mark it just placed.
 func TestHandoffReleaseCost(t *testing.T) {
 	testenv.URL(t, "LOCKER_TEST_REDLOCK") // -short skips
 	var addrs []string
@@ -146,7 +147,19 @@ func TestHandoffReleaseCost(t *testing.T) {
 		held := take(t, a, exclusive(key)).Hold
 		rb, rc := exclusive(key), exclusive(key)
 		wb := queueBehind(t, b, rb)
-		wc := queueBehind(t, c, rc)
+		woken, leave, err := c.Subscribe(ctx, rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(leave)
+		everyLive(t, c)
+		before := commandsRun(t, first)
+		if g, err := c.Acquire(ctx, rc); err != nil || g.Hold != nil {
+			t.Fatalf("Acquire behind a holder and a waiter = %+v, %v; want refused", g, err)
+		}
+		c.bg.Wait()
+		refused := commandsRun(t, first) - before
+		wc := woken
 		plain, handedB := release(a, held, b, rb, wb)
 		handed, handedC := release(b, handedB, c, rc, wc)
 		if err := handedC.Release(ctx); err != nil {
@@ -161,6 +174,12 @@ func TestHandoffReleaseCost(t *testing.T) {
 		const want = 15
 		if plain > want || handed > want {
 			t.Errorf("a master ran %d commands for a release handing the key on, %d for the release of a handed hold; want at most %d", plain, handed, want)
+		}
+		// EVALSHA, TIME, HMGET, ZRANGE and ZSCORE (the first mark), 2
+		// ZADD, 3 PTTL (the mark's keys), HSET and PTTL (the pending
+		// hold): no look at the mark just placed.
+		if refused > 12 {
+			t.Errorf("a master ran %d commands for a refusal behind a holder and a waiter; want at most 12", refused)
 		}
 	}
 }

@@ -141,6 +141,64 @@ const replyWidth = 4
 // if no grant read it).
 var acquireScript = goredis.NewScript(acquireLua)
 
+// acquireRefused is the general path's work (decide, conflicts, mark,
+// pend) for one Exclusive request that its key's live Exclusive holder,
+// of another owner, refuses, no holders of other modes beside it (the
+// anchor's z), and no re-entry asked: the waiter's turn at the hand-off's
+// path, each time the key changes hands, with none of the helpers that
+// the general path makes at every run. It reads and evicts as
+// conflicts's heads do, and places the mark and the pending hold as mark
+// and pend do (the mark just placed needs no look).
+const acquireRefused = `
+if #ARGV == 1 + RA and first.o == '' and ARGV[3] == '0' and ARGV[6] ~= '1' and first.z == '' and
+  first.x and first.x ~= ARGV[2] and first.xe and tonumber(first.xe) > now and string.sub(ARGV[10], 1, 1) == '0' then
+  local H, W, P, ttl, call = KEYS[2], KEYS[7], KEYS[13], tonumber(ARGV[4]), ARGV[8]
+  local queued, stamp = ARGV[7] ~= '0', tonumber(ARGV[9])
+  local wait, who = tonumber(first.xe) - now, tonumber(first.xa or '0') or 0
+  for i = 1, #ARGV[10] do
+    local m = string.sub(ARGV[10], i, i)
+    while string.find(first.w, m, 1, true) do -- head's: the first live mark of mode m
+      local Q = KEYS[8 + tonumber(m)]
+      local h = redis.call('ZRANGE', Q, 0, 0, 'WITHSCORES')
+      if not h[1] then
+        break
+      end
+      local e = redis.call('ZSCORE', W, m .. h[1])
+      if e and tonumber(e) > now then
+        local st = tonumber(h[2])
+        if not queued or st < stamp or (st == stamp and h[1] < call) then
+          wait = math.max(wait, tonumber(e) - now)
+        end
+        break
+      end
+      redis.call('ZREM', Q, h[1])
+      redis.call('ZREM', W, m .. h[1])
+      redis.call('HDEL', P, h[1])
+    end
+  end
+  local marked = ARGV[7] == '2'
+  if marked then
+    if not string.find(first.w, '0', 1, true) then
+      redis.call('HSET', H, 'w', first.w .. '0')
+    end
+    redis.call('ZADD', KEYS[8], ARGV[9], call)
+    redis.call('ZADD', W, now + ttl, '0' .. call)
+    for _, k in ipairs({H, W, KEYS[8]}) do
+      if redis.call('PTTL', k) < ttl then
+        redis.call('PEXPIRE', k, ttl)
+      end
+    end
+  end
+  if ARGV[12] ~= '' and (marked or redis.call('ZSCORE', KEYS[8], call)) then
+    redis.call('HSET', P, call, ARGV[5] .. ' ' .. ttl .. ' ' .. now .. ' ' .. ARGV[12] .. ' ' .. ARGV[2])
+    if redis.call('PTTL', P) < ttl then
+      redis.call('PEXPIRE', P, ttl)
+    end
+  end
+  return {0, wait, who, 0, 0}
+end
+`
+
 // requestArgs is how many ARGV acquireScript takes per request.
 const requestArgs = 11
 
@@ -194,7 +252,7 @@ if #ARGV == 1 + RA and not first.o then
   redis.call('PEXPIRE', KEYS[2], ttl)
   return {2, c, 0, 0, last or 0}
 end
-` + luaHelpers + `
+` + acquireRefused + luaHelpers + `
 -- A request's keys: anchor KEYS[k+1], mode m's holders KEYS[k+1+m]
 -- (m > 0), marks by expiry KEYS[k+6], mode m's marks KEYS[k+7+m], the
 -- holds marks wait to be handed KEYS[k+12]. s is
