@@ -572,8 +572,11 @@ if ARGV[2] == '0' then
   local rec = redis.call('HGET', KEYS[1], field)
   if not rec then return 0 end
   local f, held = string.match(rec, '^(%d+):(.*)$')
-  if not has(held, ARGV[3]) then return 0 end
-  local rest = without(held, ARGV[3])
+  local rest = ''
+  if held ~= ARGV[3] then -- held more than once (WithOwner)
+    if not has(held, ARGV[3]) then return 0 end
+    rest = without(held, ARGV[3])
+  end
   if rest ~= '' then
     redis.call('HSET', KEYS[1], field, f .. ':' .. rest)
     return 1
@@ -585,7 +588,7 @@ if ARGV[2] == '0' then
 ` + notifyLua + `
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local matrix, seen, i, keep = '0000001100011100011000000', {}, 0, 0
+  local matrix, seen, i, keep, readers = '0000001100011100011000000', {}, 0, 0, false
   while true do
     local w = redis.call('ZRANGE', KEYS[3], i, i)[1]
     if not w then break end
@@ -598,21 +601,25 @@ if ARGV[2] == '0' then
     if tonumber(x[1] or '0') <= now then
       redis.call('ZREM', KEYS[3], w)
       redis.call('HDEL', KEYS[4], w, 'i' .. w)
-    elseif ok and ttl and m < 2 and redis.call('HEXISTS', KEYS[1], 'h1:' .. owner) == 0 then
-      -- hand it the key: an exclusive waiter first, or a reader the
-      -- waiters handed it before admit (an owner holding it already looks)
+    elseif ok and ttl and (m == 0 or (m == 1 and redis.call('HEXISTS', KEYS[1], 'h1:' .. owner) == 0)) then
+      -- hand it the key: an exclusive waiter first (alone: the lock was
+      -- deleted, and the walk ends with it), or a reader the waiters
+      -- handed it before admit (an owner holding it already looks)
       local f
 ` + rediskey.NextFence("f", "KEYS[5]") + `
-      local id = string.match(w, '^(.*):%d$')
-      redis.call('HSET', KEYS[1], 'h' .. m .. ':' .. owner, string.format('%d:%s', f, id))
-      redis.call('HINCRBY', KEYS[1], 'c' .. m, 1)
-      if m == 1 then
+      local id, fs = string.match(w, '^(.*):%d$'), string.format('%d', f)
+      if m == 0 then
+        redis.call('HSET', KEYS[1], 'h0:' .. owner, fs .. ':' .. id, 'c0', 1)
+      else
+        redis.call('HSET', KEYS[1], 'h1:' .. owner, fs .. ':' .. id)
+        redis.call('HINCRBY', KEYS[1], 'c1', 1)
         redis.call('ZADD', KEYS[2], now + tonumber(ttl), '1:' .. owner)
+        readers = true
       end
       keep = math.max(keep, tonumber(ttl))
       redis.call('ZREM', KEYS[3], w)
       redis.call('HDEL', KEYS[4], w, 'i' .. w)
-      notify(ARGV[4], w, 'g ' .. w .. ' ' .. string.format('%d', f))
+      notify(ARGV[4], w, 'g ' .. w .. ' ' .. fs)
       if m == 0 then break end
       seen[m] = true
     else
@@ -623,7 +630,7 @@ if ARGV[2] == '0' then
   end
   if keep > 0 then
     redis.call('PEXPIRE', KEYS[1], keep)
-    if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIRE', KEYS[2], keep) end
+    if readers then redis.call('PEXPIRE', KEYS[2], keep) end
   end
   return 1
 end

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,28 +14,15 @@ import (
 )
 
 // commandsRun is how many commands c's server has run, scripts' own
-// included; INFO's left out, and PEXPIRE's, which a script sends when a
-// key's expiry is behind the clock by a millisecond or more.
+// included; PEXPIRE's left out, which a script sends when a key's expiry
+// is behind the clock by a millisecond or more.
 func commandsRun(t *testing.T, c goredis.UniversalClient) int64 {
 	t.Helper()
 	info, err := c.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var total int64
-	for _, line := range strings.Split(info, "\n") {
-		stat, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(stat, "cmdstat_") || stat == "cmdstat_info" || stat == "cmdstat_pexpire" {
-			continue
-		}
-		for _, f := range strings.Split(fields, ",") {
-			if n, ok := strings.CutPrefix(f, "calls="); ok {
-				v, _ := strconv.ParseInt(n, 10, 64)
-				total += v
-			}
-		}
-	}
-	return total
+	return testenv.RedisCommands(info, "pexpire")
 }
 
 // What a grant or a refusal costs a master grows with the holders that

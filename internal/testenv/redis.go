@@ -1,6 +1,9 @@
 package testenv
 
 import (
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -72,3 +75,25 @@ func (s *RedisServer) Stop() { s.signal(syscall.SIGSTOP) }
 
 // Cont resumes a stopped server.
 func (s *RedisServer) Cont() { s.signal(syscall.SIGCONT) }
+
+// RedisCommands is how many commands the reply of INFO commandstats
+// counts, scripts' own included: what a server ran, to compare before and
+// after a step. INFO's are left out, and those of the commands in skip
+// (as INFO names them: "pexpire").
+func RedisCommands(info string, skip ...string) int64 {
+	var total int64
+	for _, line := range strings.Split(info, "\n") {
+		stat, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
+		name, isCmd := strings.CutPrefix(stat, "cmdstat_")
+		if !ok || !isCmd || name == "info" || slices.Contains(skip, name) {
+			continue
+		}
+		for _, f := range strings.Split(fields, ",") {
+			if n, ok := strings.CutPrefix(f, "calls="); ok {
+				v, _ := strconv.ParseInt(n, 10, 64)
+				total += v
+			}
+		}
+	}
+	return total
+}
