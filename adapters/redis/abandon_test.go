@@ -21,8 +21,13 @@ func testDriver(t *testing.T) *redisDriver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := goredis.NewClient(opt)
-	d := &redisDriver{client: client, prefix: "locker-abandon-test:"}
+	return driverOn(t, goredis.NewClient(opt), "locker-abandon-test:")
+}
+
+// driverOn is a driver over client, with its keys under prefix; client
+// and driver are closed when t ends.
+func driverOn(t *testing.T, client *goredis.Client, prefix string) *redisDriver {
+	d := &redisDriver{client: client, prefix: prefix}
 	d.sub = newSubscriber(client, d.wakePrefix(), &d.Log)
 	t.Cleanup(func() { d.Close(context.Background()); client.Close() })
 	return d

@@ -32,9 +32,7 @@ func TestHandoffReleaseCost(t *testing.T) {
 	testenv.URL(t, "LOCKER_TEST_REDIS") // -short skips
 	srv := testenv.StartRedis(t, 0)
 	client := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
-	d := &redisDriver{client: client, prefix: "locker-cost-test:"}
-	d.sub = newSubscriber(client, d.wakePrefix(), &d.Log)
-	t.Cleanup(func() { d.Close(context.Background()); client.Close() })
+	d := driverOn(t, client, "locker-cost-test:")
 	ctx := context.Background()
 	for round := range 2 { // the first round loads each script (EVAL)
 		key := "k-" + rand.Text()

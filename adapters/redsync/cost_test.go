@@ -144,9 +144,8 @@ func TestHandoffReleaseCost(t *testing.T) {
 		}
 		c.bg.Wait()
 		refused := commandsRun(t, first) - before
-		wc := woken
 		plain, handedB := release(a, held, b, rb, wb)
-		handed, handedC := release(b, handedB, c, rc, wc)
+		handed, handedC := release(b, handedB, c, rc, woken)
 		if err := handedC.Release(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -236,15 +236,6 @@ func etcdTxnFloorClient(tb testing.TB, endpoint string, fanout bool) locker.Lock
 	queue := "/" + prefix + "tfloor/q/"
 	place, inbox := queue+id, func(id string) string { return "/" + prefix + "tfloor/in/" + id }
 	granted := etcdSignals(tb, c, inbox(id), clientv3.EventTypePut)
-	ctx, stop := context.WithCancel(context.Background())
-	tb.Cleanup(stop)
-	if fanout { // every change of the queue reaches every client, as ours
-		all := c.Watch(ctx, queue, clientv3.WithPrefix())
-		go func() {
-			for range all {
-			}
-		}()
-	}
 	var created int64 // the create revision of this client's place (one Lock at a time)
 	mine := func() clientv3.Cmp { return clientv3.Compare(clientv3.CreateRevision(place), "=", created) }
 	l := floorClient(floorSignal{
@@ -266,7 +257,16 @@ func etcdTxnFloorClient(tb testing.TB, endpoint string, fanout bool) locker.Lock
 			return err
 		},
 	}).(shim)
-	l.close = func() error { stop(); return nil } // a closed client's watch stops hearing the queue
+	if fanout { // every change of the queue reaches every client, as ours
+		ctx, stop := context.WithCancel(context.Background())
+		tb.Cleanup(stop)
+		all := c.Watch(ctx, queue, clientv3.WithPrefix())
+		go func() {
+			for range all {
+			}
+		}()
+		l.close = func() error { stop(); return nil } // a closed client's watch stops hearing the queue
+	}
 	return l
 }
 
