@@ -333,7 +333,7 @@ func (d *redisDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan 
 	if d.shards == nil {
 		return d.sub.hub.Subscribe(ctx, d.sub.waiter(r))
 	}
-	ch := d.shardChannel(r.Space, r.Key)
+	ch := d.ownShardChannel(r.Space, r.Key)
 	s, err := d.shards.join(ctx, ch)
 	if err != nil {
 		return nil, nil, err
@@ -361,7 +361,7 @@ func (d *redisDriver) ListeningFor(r *driver.Request) bool {
 	if d.shards == nil {
 		return d.Listening()
 	}
-	return d.shards.live(d.shardChannel(r.Space, r.Key))
+	return d.shards.live(d.ownShardChannel(r.Space, r.Key))
 }
 
 var _ driver.KeyListener = (*redisDriver)(nil)

@@ -111,12 +111,17 @@ end
 
 // notifyLua: notify(wake, w, msg) tells waiter w msg: on its Locker's
 // channel wake..<its client id>, or, where wake is "s:<channel>" (a
-// slotted cluster), on the lock's shard channel, where every Locker with a
-// waiter of the lock listens (SPUBLISH; the channel shares the lock's slot).
+// slotted cluster), on its Locker's channel of the lock, <channel>:<its
+// client id> (SPUBLISH; the channel shares the lock's slot), and on the
+// lock's channel, where the Lockers of earlier versions listen (a
+// Locker of this version misses an earlier version's wakes, and looks
+// again at its timer).
 const notifyLua = `
 local function notify(wake, w, msg)
   if string.sub(wake, 1, 2) == 's:' then
-    redis.call('SPUBLISH', string.sub(wake, 3), msg)
+    local ch = string.sub(wake, 3)
+    redis.call('SPUBLISH', ch .. ':' .. string.match(w, '^([^.]*)'), msg)
+    redis.call('SPUBLISH', ch, msg)
   else
     redis.call('PUBLISH', wake .. string.match(w, '^([^.]*)'), msg)
   end

@@ -13,12 +13,16 @@ import (
 )
 
 // On a slotted cluster a release reaches its waiters through sharded
-// pub/sub: the scripts SPUBLISH on the lock's own channel (in the lock's
-// slot, so on its master alone), and a Locker listens on the channel of
+// pub/sub: the scripts SPUBLISH on the lock's own channel for the
+// waiter's Locker (in the lock's slot, so on its master alone: the lock's
+// channel and the Locker's id), and a Locker listens on its channel of
 // each lock it has waiters of, one subscription (one connection to that
 // lock's master) shared by them and ended shardLinger after the last
 // that waited leaves: a cluster relays no release to every node, as it
-// does a PUBLISH. While it is up, a Lock on the key subscribes before its
+// does a PUBLISH, and a release reaches no Locker but its waiter's (8
+// Lockers on one lock each heard every grant on the lock's channel
+// alone). The scripts publish on the lock's channel too, where the
+// Lockers of earlier versions listen. While it is up, a Lock on the key subscribes before its
 // first attempt (ListeningFor), but one granted at that attempt does not
 // make it last longer. The linger keeps a lock waited for again and again
 // on one subscription: ended with its last waiter, each contended Lock of
@@ -40,6 +44,12 @@ func (d *redisDriver) wake(space driver.Space, key string) string {
 // shardChannel is the shard channel of key's lock: in its slot.
 func (d *redisDriver) shardChannel(space driver.Space, key string) string {
 	return d.prefix + "w:" + d.tag(space, key)
+}
+
+// ownShardChannel is this Locker's channel of key's lock, the scripts'
+// shardChannel and the waiter's Locker id (see notifyLua).
+func (d *redisDriver) ownShardChannel(space driver.Space, key string) string {
+	return d.shardChannel(space, key) + ":" + d.sub.id
 }
 
 // shards holds a Locker's shard subscriptions, by channel.
@@ -131,7 +141,7 @@ func (x *shards) open(channel string, s *shardSub) {
 		switch m := m.(type) {
 		case *goredis.Message:
 			token := strings.TrimPrefix(m.Payload, "g ")
-			if strings.HasPrefix(token, x.sub.id+".") { // others' waiters too listen here
+			if strings.HasPrefix(token, x.sub.id+".") { // the channel is ours: a guard
 				x.sub.hub.Notify(x.sub.note(m.Payload))
 			}
 		case *goredis.Subscription:

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"context"
 	"crypto/rand"
 	"strings"
 	"testing"
@@ -108,4 +109,49 @@ func TestShardLingerRunsFromTheLastWait(t *testing.T) {
 	}
 	x.leave(ch, s, true)
 	testenv.Signalled(t, s.done, "the subscription's end a linger after the last wait")
+}
+
+// On a slotted cluster a release tells its waiter's Locker alone: the
+// grant goes on that Locker's channel of the lock, not on one that every
+// Locker with a waiter of the lock listens on (and, for the Lockers of
+// earlier versions, on the lock's own channel).
+func TestGrantReachesTheWaitersLockerAlone(t *testing.T) {
+	cc := dialCluster(t)
+	d := &redisDriver{client: cc, prefix: "locker-shards-test:"}
+	d.sub = newSubscriber(cc, d.wakePrefix(), &d.Log)
+	if !d.slotted() {
+		t.Fatal("the test cluster's driver is not slotted")
+	}
+	t.Cleanup(func() { d.Close(context.Background()) })
+	ctx := t.Context()
+	key := "k-" + rand.Text()
+	holder := acquire(t, d, call(key, "holder"))
+	r := &driver.Request{Key: key, Owner: "waiter", ID: "W" + rand.Text(), TTL: 15 * time.Second, Queue: true, Wait: true}
+	if g, err := d.Acquire(ctx, r); err != nil || g.Hold != nil {
+		t.Fatalf("Acquire of a held key = %+v, %v; want a refusal", g, err)
+	}
+	own, other := d.ownShardChannel(driver.Plain, key), d.shardChannel(driver.Plain, key)+":another"
+	ps := cc.SSubscribe(ctx, own, other) // one slot: one connection, messages in the order sent
+	t.Cleanup(func() { ps.Close() })
+	for range 2 {
+		if _, err := ps.Receive(ctx); err != nil { // the confirmations
+			t.Fatal(err)
+		}
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cc.SPublish(ctx, other, "sentinel").Err(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ps.ReceiveMessage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "g " + d.sub.waiter(r) + " "; m.Channel != own || !strings.HasPrefix(m.Payload, want) {
+		t.Fatalf("first message %q on %s; want the grant %q… on the waiter's Locker's channel %s", m.Payload, m.Channel, want, own)
+	}
+	if m, err := ps.ReceiveMessage(ctx); err != nil || m.Channel != other || m.Payload != "sentinel" {
+		t.Fatalf("next message %+v, %v; want only the sentinel on another Locker's channel", m, err)
+	}
 }
