@@ -328,7 +328,7 @@ func (d *redisDriver) Abandon(ctx context.Context, r *driver.Request) {
 }
 
 // Subscribe listens for the call's turn, announced on its Locker's channel
-// (on a slotted cluster, on its lock's shard channel).
+// (on a slotted cluster, on its Locker's shard channel of the lock).
 func (d *redisDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan struct{}, func(), error) {
 	if d.shards == nil {
 		return d.sub.hub.Subscribe(ctx, d.sub.waiter(r))
@@ -352,8 +352,8 @@ func (d *redisDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan 
 // ListeningFor.)
 func (d *redisDriver) Listening() bool { return d.shards == nil && d.sub.live() }
 
-// ListeningFor is Listening for r; on a slotted cluster, true while r's
-// lock's shard channel is subscribed (by a waiter, or lingering after the
+// ListeningFor is Listening for r; on a slotted cluster, true while this
+// Locker's shard channel of r's lock is subscribed (by a waiter, or lingering after the
 // last that waited: shards.go), so that a Lock on a key waited for lately subscribes
 // for free and queues from its first attempt, one script where it took
 // two (the first, refused, queued nothing).
@@ -386,7 +386,7 @@ type subscriber struct {
 	id      string
 	channel string
 	hub     *wait.Hub // waiters by token
-	sharded bool      // the waiters listen on their locks' shard channels (shards.go)
+	sharded bool      // the waiters listen on the Locker's shard channels of their locks (shards.go)
 	log     *driver.Log
 
 	handMu sync.Mutex
@@ -427,7 +427,7 @@ func (s *subscriber) live() bool {
 // has confirmed it.
 func (s *subscriber) Subscribe(ctx context.Context, _ string) error {
 	if s.sharded {
-		return nil // the Locker's Subscribe joined the lock's shard channel
+		return nil // the Locker's Subscribe joined its shard channel of the lock
 	}
 	s.mu.Lock()
 	if s.ps == nil {
