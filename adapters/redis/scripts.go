@@ -118,12 +118,13 @@ end
 // again at its timer).
 const notifyLua = `
 local function notify(wake, w, msg)
+  local client = string.match(w, '^([^.]*)')
   if string.sub(wake, 1, 2) == 's:' then
     local ch = string.sub(wake, 3)
-    redis.call('SPUBLISH', ch .. ':' .. string.match(w, '^([^.]*)'), msg)
+    redis.call('SPUBLISH', ch .. ':' .. client, msg)
     redis.call('SPUBLISH', ch, msg)
   else
-    redis.call('PUBLISH', wake .. string.match(w, '^([^.]*)'), msg)
+    redis.call('PUBLISH', wake .. client, msg)
   end
 end
 `
