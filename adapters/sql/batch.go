@@ -66,13 +66,13 @@ func (d *sqlDriver) batchOnce(ctx context.Context, rs []*driver.Request, order [
 		return err
 	}
 	defer tx.Rollback()
-	t := txn{d, tx}
+	t := txn{d, d.prep.in(tx)}
 	states := make([]*modeState, len(rs))
 	verdicts := make([]verdict, len(rs))
 	refused := false
 	for _, i := range order {
 		r := rs[i]
-		if err := d.mq.lock.exec(ctx, tx, r.Key); err != nil {
+		if err := d.lockKey(ctx, t.tx, r.Key); err != nil {
 			return err
 		}
 		if states[i], err = t.read(ctx, r.Key); err != nil {

@@ -17,9 +17,9 @@ import (
 	"github.com/locker-go/locker/conformance/faultproxy"
 	"github.com/locker-go/locker/internal/testenv"
 
-	_ "github.com/glebarez/go-sqlite"  // database/sql driver "sqlite", for the harness's own reads
 	_ "github.com/go-sql-driver/mysql" // database/sql driver "mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	_ "modernc.org/sqlite"             // database/sql driver "sqlite", for the harness's own reads
 )
 
 // postgresHarness drives the Postgres of scripts/backends. With proxy,

@@ -10,14 +10,14 @@ import (
 	"testing"
 	"time"
 
-	gosqlite "github.com/glebarez/go-sqlite"
-	gsqlite "github.com/glebarez/sqlite"
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/stdlib"
+	gsqlite "github.com/libtnb/sqlite"
 	gmysql "gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+	gosqlite "modernc.org/sqlite"
 
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/internal/testenv"

@@ -1,7 +1,7 @@
 // Package sql is the lock-table adapter: locks are rows of one table in
 // PostgreSQL, MySQL or MariaDB, or SQLite, reached through gorm
 // (gorm.io/driver/postgres, gorm.io/driver/mysql, and
-// github.com/glebarez/sqlite, a pure-Go SQLite without cgo).
+// github.com/libtnb/sqlite over modernc.org/sqlite, a pure-Go SQLite without cgo).
 //
 // Import it for its side effect to make locker.Open know the schemes
 // postgres://, postgresql://, mysql:// and sqlite://, or call New with a

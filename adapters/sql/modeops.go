@@ -36,8 +36,8 @@ func (d *sqlDriver) txOnce(ctx context.Context, key string, fn func(ctx context.
 		return err
 	}
 	defer tx.Rollback()
-	t := txn{d, tx}
-	if err := d.mq.lock.exec(ctx, tx, key); err != nil {
+	t := txn{d, d.prep.in(tx)}
+	if err := d.lockKey(ctx, t.tx, key); err != nil {
 		return err
 	}
 	s, err := t.read(ctx, key)

@@ -2,7 +2,6 @@ package sql
 
 import (
 	"context"
-	dbsql "database/sql"
 	"fmt"
 	"slices"
 	"strings"
@@ -52,7 +51,7 @@ type modeState struct {
 // txn is one modal transaction: its connection's view of d.
 type txn struct {
 	d  *sqlDriver
-	tx *dbsql.Tx
+	tx querier // the transaction, running the driver's prepared statements
 }
 
 // read reads key's rows.
@@ -233,4 +232,14 @@ func withoutID(ids, id string) (string, bool) {
 		return ids, false
 	}
 	return strings.Replace(ids, " "+id+" ", " ", 1), true
+}
+
+// lockKey serializes key's changes in tx until commit: the dialect's lock
+// statement, unless tx took the database's write lock as it began
+// (SQLite's BEGIN IMMEDIATE), which serializes every change.
+func (d *sqlDriver) lockKey(ctx context.Context, tx querier, key string) error {
+	if d.immediate {
+		return nil
+	}
+	return d.mq.lock.exec(ctx, tx, key)
 }

@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	gsqlite "github.com/glebarez/sqlite"
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
+	gsqlite "github.com/libtnb/sqlite"
 	gmysql "gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"

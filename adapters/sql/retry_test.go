@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	gsqlite "github.com/glebarez/sqlite"
 	"github.com/jackc/pgx/v5/pgconn"
+	gsqlite "github.com/libtnb/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 

@@ -51,6 +51,8 @@ type dialect struct {
 	// noLane reports an error of the fast lane's that means it is not to
 	// be had (a routine missing, or not this user's to run).
 	noLane func(err error) bool
+	// prepares: the driver keeps its statements prepared (prepared.go).
+	prepares bool
 }
 
 var gormDialects = map[string]func(table string) *dialect{"postgres": pgDialect, "sqlite": sqliteDialect, "mysql": myDialect}
@@ -74,7 +76,11 @@ type sqlDriver struct {
 	// batches: AcquireBatch takes a batch in one transaction (SQLite).
 	batches bool
 	gate    chan struct{} // if set, held around every statement (see fileState)
-	local   *localQueue   // where waiters poll: this process's waiters in order
+	prep    *prepared     // the statements prepared, where preparing pays (SQLite); nil elsewhere
+	// immediate: transactions take the database's write lock as they
+	// begin (SQLite with _txlock=immediate), so lockKey need not.
+	immediate bool
+	local     *localQueue // where waiters poll: this process's waiters in order
 	// handoffs: the grants that releases handed to this process's
 	// waiters (handoff.go): heard by the LISTEN (Postgres), or made by a
 	// transaction here (where waiters poll).
@@ -103,7 +109,7 @@ func (*sqlDriver) KeepsModes() {}
 
 // New returns a Locker over db, a PostgreSQL or SQLite handle opened by
 // gorm (gorm.io/driver/postgres with its default pgx driver, or
-// github.com/glebarez/sqlite). It creates the lock table if missing. Close
+// github.com/libtnb/sqlite). It creates the lock table if missing. Close
 // leaves db open. db must be a connection pool, not a transaction.
 func New(db *gorm.DB, opts ...Option) (locker.Locker, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -170,6 +176,10 @@ func build(ctx context.Context, gdb *gorm.DB, closeDB func(), cfg config) (*sqlD
 		}
 		err = d.retry(ctx, d.migrateTx, nil)
 	}
+	if err == nil && d.prepares {
+		d.prep = prepare(ctx, db, d.dialect)
+	}
+	d.immediate = name == "sqlite" && beginsImmediate(gdb.Dialector)
 	if err != nil {
 		_ = d.Close(ctx)
 		return nil, err
@@ -199,6 +209,7 @@ func (d *sqlDriver) Close(ctx context.Context) error {
 	}
 	d.treeMu.Unlock()
 	d.stop()
+	d.prep.close()
 	if d.closeDB != nil {
 		d.closeDB()
 	}

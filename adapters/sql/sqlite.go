@@ -5,8 +5,12 @@ import (
 	dbsql "database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
+
+	gsqlite "github.com/libtnb/sqlite"
+	"gorm.io/gorm"
 
 	"github.com/locker-go/locker/internal/wait"
 )
@@ -72,6 +76,7 @@ WHERE "key" = $1 AND owner = $2 AND ($3 = 0 OR fence = $3) AND instr(ids, {id}) 
 		setup:       sqliteSetup,
 		acquireOnce: runAcquire,
 		releaseOnce: runRelease,
+		prepares:    true,
 	}
 }
 
@@ -128,6 +133,21 @@ func sqliteAddColumn(ctx context.Context, tx *dbsql.Tx, table, column string) er
 	return err
 }
 
+// beginsImmediate reports whether the transactions of the SQLite database
+// dl opens begin IMMEDIATE (its DSN's _txlock, which Open's DSN sets),
+// taking the write lock from their start. A database given to New by a
+// connection pool of its own may not: the modal path then takes the lock
+// itself (lockKey).
+func beginsImmediate(dl gorm.Dialector) bool {
+	s, ok := dl.(*gsqlite.Dialector)
+	if !ok || s.Conn != nil || s.DriverName != "" && s.DriverName != gsqlite.DriverName {
+		return false
+	}
+	_, q, _ := strings.Cut(s.DSN, "?")
+	v, err := url.ParseQuery(q)
+	return err == nil && strings.EqualFold(v.Get("_txlock"), "immediate")
+}
+
 // sqliteClassify: only SQLITE_BUSY and SQLITE_LOCKED are transient, and a
 // statement refused with them was not applied.
 func sqliteClassify(err error) (bool, bool) {
@@ -164,7 +184,6 @@ func (localChannel) Unsubscribe(string)                      {}
 
 // sqliteSetup joins the process's Lockers on the same file and table.
 func sqliteSetup(ctx context.Context, d *sqlDriver) error {
-	keepPages()
 	d.poll, d.batches = true, true
 	// One connection per Locker: SQLite has one writer at a time anyway,
 	// and a single connection never deadlocks on its own pool.

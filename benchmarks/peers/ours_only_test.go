@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	_ "github.com/glebarez/go-sqlite" // database/sql driver "sqlite", for the round trip
 	goredis "github.com/redis/go-redis/v9"
+	_ "modernc.org/sqlite" // database/sql driver "sqlite", for the round trip
 
 	"github.com/locker-go/locker/internal/testenv"
 )

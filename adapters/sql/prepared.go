@@ -1,0 +1,94 @@
+package sql
+
+import (
+	"context"
+	dbsql "database/sql"
+	"reflect"
+)
+
+// prepared holds the dialect's statements prepared on the pool, by text,
+// where preparing pays (SQLite: parsing a statement costs more than
+// running it, and the driver parses one that is not prepared at every
+// run). A transaction runs them through Tx.StmtContext, which reuses the
+// statement prepared on the transaction's connection (or prepares it on
+// a new one, keeping it for the next). A statement missing here runs
+// unprepared, as everywhere else.
+type prepared struct {
+	m map[string]*dbsql.Stmt
+}
+
+// prepare prepares every statement of the dialect (its queries and modal
+// statements) that db takes; one it refuses is left to run unprepared.
+func prepare(ctx context.Context, db *dbsql.DB, dl *dialect) *prepared {
+	p := &prepared{m: map[string]*dbsql.Stmt{}}
+	for _, q := range statementsOf(reflect.ValueOf(dl.q), reflect.ValueOf(dl.mq)) {
+		if _, ok := p.m[q]; ok || q == "" {
+			continue
+		}
+		if s, err := db.PrepareContext(ctx, q); err == nil {
+			p.m[q] = s
+		}
+	}
+	return p
+}
+
+// statementsOf lists the statement texts of structs of strings and stmts.
+func statementsOf(vs ...reflect.Value) []string {
+	var out []string
+	for _, v := range vs {
+		for i := range v.NumField() {
+			switch f := v.Field(i); {
+			case f.Kind() == reflect.String:
+				out = append(out, f.String())
+			case f.Type() == reflect.TypeFor[stmt]():
+				out = append(out, f.Field(0).String())
+			}
+		}
+	}
+	return out
+}
+
+// close closes the prepared statements.
+func (p *prepared) close() {
+	if p == nil {
+		return
+	}
+	for _, s := range p.m {
+		_ = s.Close()
+	}
+}
+
+// in returns tx as a querier that runs the prepared statements prepared.
+func (p *prepared) in(tx *dbsql.Tx) querier {
+	if p == nil {
+		return tx
+	}
+	return preparedTx{tx, p}
+}
+
+// preparedTx is a transaction that runs the statements it has prepared.
+type preparedTx struct {
+	tx *dbsql.Tx
+	p  *prepared
+}
+
+func (t preparedTx) ExecContext(ctx context.Context, q string, args ...any) (dbsql.Result, error) {
+	if s, ok := t.p.m[q]; ok {
+		return t.tx.StmtContext(ctx, s).ExecContext(ctx, args...)
+	}
+	return t.tx.ExecContext(ctx, q, args...)
+}
+
+func (t preparedTx) QueryContext(ctx context.Context, q string, args ...any) (*dbsql.Rows, error) {
+	if s, ok := t.p.m[q]; ok {
+		return t.tx.StmtContext(ctx, s).QueryContext(ctx, args...)
+	}
+	return t.tx.QueryContext(ctx, q, args...)
+}
+
+func (t preparedTx) QueryRowContext(ctx context.Context, q string, args ...any) *dbsql.Row {
+	if s, ok := t.p.m[q]; ok {
+		return t.tx.StmtContext(ctx, s).QueryRowContext(ctx, args...)
+	}
+	return t.tx.QueryRowContext(ctx, q, args...)
+}

@@ -1,0 +1,109 @@
+package sql
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+
+	gsqlite "github.com/libtnb/sqlite"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/locker-go/locker"
+)
+
+// A SQLite driver keeps the statements of its dialect prepared, and its
+// transactions run them so: the modal path's every statement, and the
+// single-statement paths'. Its transactions begin IMMEDIATE (Open's DSN),
+// so the modal path takes no lock of its own.
+func TestSQLitePreparesItsStatements(t *testing.T) {
+	l, err := Open(t.Context(), "sqlite://"+filepath.ToSlash(filepath.Join(t.TempDir(), "prep.db")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	d := driverOf(l)
+	if d.prep == nil {
+		t.Fatal("no statements prepared")
+	}
+	for name, q := range map[string]string{
+		"state": d.mq.state.q, "enqueue": d.mq.enqueue.q, "dequeue": d.mq.dequeue.q, "draw": d.mq.draw.q,
+		"addHeader": d.mq.addHeader.q, "dropHeader": d.mq.dropHeader.q, "addHolder": d.mq.addHolder.q,
+		"acquire": d.q.acquire, "release": d.q.release, "refresh": d.q.refresh, "refreshBatch": d.q.refreshBatch,
+	} {
+		if d.prep.m[q] == nil {
+			t.Errorf("%s is not prepared", name)
+		}
+	}
+	if !d.immediate {
+		t.Error("Open's transactions do not begin IMMEDIATE")
+	}
+	// Shared holds take the modal path, each call in a transaction.
+	for range 3 {
+		lease, err := l.Lock(t.Context(), "k", locker.Shared(), locker.WithKeepAlive(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lease.Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := d.db.BeginTx(t.Context(), d.txOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, ok := d.prep.in(tx).(preparedTx); !ok {
+		t.Fatal("a transaction runs its statements unprepared")
+	}
+}
+
+// Transactions begin IMMEDIATE only where the DSN says so: a database
+// given to New by a pool of its own, or a DSN without _txlock=immediate,
+// keeps the modal path's lock statement, and its locks work as Open's.
+func TestSQLiteBeginsImmediateOnlyWhereTheDSNSaysSo(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "imm.db")
+	for _, c := range []struct {
+		dl   gorm.Dialector
+		want bool
+	}{
+		{gsqlite.Open(path + "?_txlock=immediate"), true},
+		{gsqlite.Open(path + "?_pragma=busy_timeout(5000)&_txlock=IMMEDIATE"), true},
+		{gsqlite.Open(path), false},
+		{gsqlite.Open(path + "?_txlock=deferred"), false},
+		{gsqlite.Open(path + "?_txlock=immediate%"), false}, // not a query
+		{&gsqlite.Dialector{DSN: path + "?_txlock=immediate", DriverName: "other"}, false},
+		{postgres.Open("postgres://u@h/db?_txlock=immediate"), false},
+	} {
+		if got := beginsImmediate(c.dl); got != c.want {
+			t.Errorf("beginsImmediate(%T %+v) = %v, want %v", c.dl, c.dl, got, c.want)
+		}
+	}
+
+	gdb, err := gorm.Open(gsqlite.Open(path+"?_pragma=journal_mode(WAL)"), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, _ := gdb.DB()
+	defer db.Close()
+	d, err := newDriver(t.Context(), gdb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := locker.New(d)
+	defer l.Close()
+	if d.immediate {
+		t.Fatal("a DSN without _txlock=immediate taken as IMMEDIATE")
+	}
+	a, err := l.TryLock(t.Context(), "k", locker.Shared(), locker.WithKeepAlive(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.TryLock(t.Context(), "k", locker.WithKeepAlive(false)); !errors.Is(err, locker.ErrLocked) {
+		t.Fatalf("TryLock beside a shared hold = %v, want ErrLocked", err)
+	}
+	if err := a.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
