@@ -2,6 +2,7 @@ package sql
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -302,6 +303,11 @@ func (d *sqlDriver) handOver(ctx context.Context, key string, hs []handed, start
 	for _, h := range hs {
 		d.hub.Notify(h.id)
 	}
+	// Let a grantee run now: it only takes its grant, but woken onto this
+	// goroutine's processor it would wait until this caller blocks (its
+	// next Lock's statements, on SQLite all CPU) or another processor
+	// steals it: 70 µs a hand-off where it then ran in 7.
+	runtime.Gosched()
 	for _, h := range orphans {
 		// Not here: the caller may hold the gate (SQLite) that a release
 		// takes. The release's retries are bounded by the retry timeout.
