@@ -17,6 +17,26 @@ type prepared struct {
 	m map[string]*dbsql.Stmt
 }
 
+// preparedKey is what a prepared set serves: a database handle, and a
+// table (its statements name it).
+type preparedKey struct {
+	db    *dbsql.DB
+	table string
+}
+
+// preparedSets are the prepared sets of this process: the drivers on one
+// database handle and table share one, so that 400 Lockers opened on one
+// URL keep each statement prepared once, not 400 times.
+var preparedSets perProcess[preparedKey, *prepared]
+
+// prepareShared returns the prepared set of d's database handle and
+// table, and the func that lets it go.
+func prepareShared(ctx context.Context, db *dbsql.DB, d *sqlDriver) (*prepared, func(), error) {
+	return preparedSets.get(ctx, preparedKey{db, d.cfg.table}, func() (*prepared, error) {
+		return prepare(ctx, db, d.dialect), nil
+	}, (*prepared).close)
+}
+
 // prepare prepares every statement of the dialect (its queries and modal
 // statements) that db takes; one it refuses is left to run unprepared.
 func prepare(ctx context.Context, db *dbsql.DB, dl *dialect) *prepared {

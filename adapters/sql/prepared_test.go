@@ -107,3 +107,51 @@ func TestSQLiteBeginsImmediateOnlyWhereTheDSNSaysSo(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The drivers on one database handle and table share one prepared set
+// (400 Lockers on a URL would otherwise keep 400 copies of every
+// statement), which the last of them to close closes.
+func TestSQLiteDriversShareTheirPreparedStatements(t *testing.T) {
+	gdb, err := gorm.Open(gsqlite.Open(filepath.Join(t.TempDir(), "share.db")+"?_txlock=immediate"), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, _ := gdb.DB()
+	defer db.Close()
+	a, err := newDriver(t.Context(), gdb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newDriver(t.Context(), gdb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := newDriver(t.Context(), gdb, nil, WithTable("other_locks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.prep == nil || a.prep != b.prep {
+		t.Fatalf("two drivers on one handle and table prepared %p and %p", a.prep, b.prep)
+	}
+	if other.prep == a.prep {
+		t.Fatal("drivers of two tables share one prepared set")
+	}
+	_ = other.Close(t.Context())
+	_ = a.Close(t.Context())
+	lb := locker.New(b)
+	lease, err := lb.Lock(t.Context(), "k", locker.Shared(), locker.WithKeepAlive(false))
+	if err != nil {
+		t.Fatalf("Lock after another driver of the handle closed: %v", err)
+	}
+	if err := lease.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_ = lb.Close()
+	preparedSets.mu.Lock()
+	_, left := preparedSets.m[preparedKey{db, DefaultTable}]
+	_, leftOther := preparedSets.m[preparedKey{db, "other_locks"}]
+	preparedSets.mu.Unlock()
+	if left || leftOther {
+		t.Fatalf("a prepared set kept after its drivers closed: %v, %v", left, leftOther)
+	}
+}

@@ -77,6 +77,9 @@ type sqlDriver struct {
 	batches bool
 	gate    chan struct{} // if set, held around every statement (see fileState)
 	prep    *prepared     // the statements prepared, where preparing pays (SQLite); nil elsewhere
+	// unprepare lets prep go: the last driver on its database and table
+	// closes it.
+	unprepare func()
 	// immediate: transactions take the database's write lock as they
 	// begin (SQLite with _txlock=immediate), so lockKey need not.
 	immediate bool
@@ -177,7 +180,7 @@ func build(ctx context.Context, gdb *gorm.DB, closeDB func(), cfg config) (*sqlD
 		err = d.retry(ctx, d.migrateTx, nil)
 	}
 	if err == nil && d.prepares {
-		d.prep = prepare(ctx, db, d.dialect)
+		d.prep, d.unprepare, err = prepareShared(ctx, db, d)
 	}
 	d.immediate = name == "sqlite" && beginsImmediate(gdb.Dialector)
 	if err != nil {
@@ -209,7 +212,9 @@ func (d *sqlDriver) Close(ctx context.Context) error {
 	}
 	d.treeMu.Unlock()
 	d.stop()
-	d.prep.close()
+	if d.unprepare != nil {
+		d.unprepare()
+	}
 	if d.closeDB != nil {
 		d.closeDB()
 	}
