@@ -106,7 +106,7 @@ func (d *sqlDriver) infos(ctx context.Context, space driver.Space, q string, mod
 // scanInfos runs q, an info statement, and passes each row to add; with
 // modal, its rows also have a holder's mode and lim (else Exclusive, 0).
 func (d *sqlDriver) scanInfos(ctx context.Context, q string, args []any, modal bool, add func(i driver.Holder, key string, mode driver.Mode, lim int)) error {
-	rows, err := d.db.QueryContext(ctx, q, args...)
+	rows, err := d.pool().QueryContext(ctx, q, args...)
 	if err != nil {
 		return err
 	}

@@ -244,7 +244,7 @@ func (d *sqlDriver) settle(ctx context.Context, r *driver.Request, c *call) erro
 	}
 	c.stray = false
 	return d.retry(ctx, func(ctx context.Context) error {
-		_, err := d.db.ExecContext(ctx, d.q.leave, r.Key, d.token(r))
+		_, err := d.pool().ExecContext(ctx, d.q.leave, r.Key, d.token(r))
 		return err
 	}, nil)
 }

@@ -86,6 +86,45 @@ func (p *prepared) in(tx *dbsql.Tx) querier {
 	return preparedTx{tx, p}
 }
 
+// on returns db as a querier that runs the statements prepared.
+func (p *prepared) on(db *dbsql.DB) querier {
+	if p == nil {
+		return db
+	}
+	return preparedDB{db, p}
+}
+
+// pool is d's connection pool as a querier: its prepared statements, where
+// it keeps them.
+func (d *sqlDriver) pool() querier { return d.prep.on(d.db) }
+
+// preparedDB is a pool that runs the statements it has prepared.
+type preparedDB struct {
+	db *dbsql.DB
+	p  *prepared
+}
+
+func (d preparedDB) ExecContext(ctx context.Context, q string, args ...any) (dbsql.Result, error) {
+	if s, ok := d.p.m[q]; ok {
+		return s.ExecContext(ctx, args...)
+	}
+	return d.db.ExecContext(ctx, q, args...)
+}
+
+func (d preparedDB) QueryContext(ctx context.Context, q string, args ...any) (*dbsql.Rows, error) {
+	if s, ok := d.p.m[q]; ok {
+		return s.QueryContext(ctx, args...)
+	}
+	return d.db.QueryContext(ctx, q, args...)
+}
+
+func (d preparedDB) QueryRowContext(ctx context.Context, q string, args ...any) *dbsql.Row {
+	if s, ok := d.p.m[q]; ok {
+		return s.QueryRowContext(ctx, args...)
+	}
+	return d.db.QueryRowContext(ctx, q, args...)
+}
+
 // preparedTx is a transaction that runs the statements it has prepared.
 type preparedTx struct {
 	tx *dbsql.Tx

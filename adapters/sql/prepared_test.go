@@ -13,10 +13,10 @@ import (
 	"github.com/locker-go/locker"
 )
 
-// A SQLite driver keeps the statements of its dialect prepared, and its
-// transactions run them so: the modal path's every statement, and the
-// single-statement paths'. Its transactions begin IMMEDIATE (Open's DSN),
-// so the modal path takes no lock of its own.
+// A SQLite driver keeps the statements of its dialect prepared, and runs
+// them so: the modal path's in its transactions, the single-statement
+// paths' (acquire, release, refresh) on its pool. Its transactions begin
+// IMMEDIATE (Open's DSN), so the modal path takes no lock of its own.
 func TestSQLitePreparesItsStatements(t *testing.T) {
 	l, err := Open(t.Context(), "sqlite://"+filepath.ToSlash(filepath.Join(t.TempDir(), "prep.db")))
 	if err != nil {
@@ -56,6 +56,9 @@ func TestSQLitePreparesItsStatements(t *testing.T) {
 	defer tx.Rollback()
 	if _, ok := d.prep.in(tx).(preparedTx); !ok {
 		t.Fatal("a transaction runs its statements unprepared")
+	}
+	if _, ok := d.pool().(preparedDB); !ok {
+		t.Fatal("the pool runs its statements unprepared")
 	}
 }
 

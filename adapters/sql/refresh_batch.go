@@ -137,7 +137,7 @@ func runRefreshBatch(ctx context.Context, d *sqlDriver, hs []*hold) ([]bool, err
 	if err != nil {
 		return nil, err
 	}
-	rows, err := d.db.QueryContext(ctx, d.q.refreshBatch, string(js))
+	rows, err := d.pool().QueryContext(ctx, d.q.refreshBatch, string(js))
 	if err != nil {
 		return nil, err
 	}

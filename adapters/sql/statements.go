@@ -99,7 +99,7 @@ func runAcquire(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Gr
 		q = d.q.acquireQueued
 	}
 	var fence uint64
-	switch err := d.db.QueryRowContext(ctx, q, r.Key, r.Owner, r.TTL.Milliseconds(), r.ID, token).Scan(&fence); {
+	switch err := d.pool().QueryRowContext(ctx, q, r.Key, r.Owner, r.TTL.Milliseconds(), r.ID, token).Scan(&fence); {
 	case err == nil:
 		h := (&hold{d: d, key: r.Key, owner: r.Owner, id: r.ID, fence: fence, ttl: r.TTL}).written()
 		return driver.Grant{Hold: h, Fence: fence}, nil
@@ -113,7 +113,7 @@ func runAcquire(ctx context.Context, d *sqlDriver, r *driver.Request) (driver.Gr
 		ms      int64
 		limited bool
 	)
-	if err := d.db.QueryRowContext(ctx, d.q.wait, r.Key, token).Scan(&ms, &limited); err != nil || limited {
+	if err := d.pool().QueryRowContext(ctx, d.q.wait, r.Key, token).Scan(&ms, &limited); err != nil || limited {
 		return driver.Grant{}, cmp.Or(err, limitedHeld(r, 0))
 	}
 	return driver.Grant{Retry: time.Duration(ms) * time.Millisecond}, nil
@@ -130,7 +130,7 @@ func runRelease(ctx context.Context, h *hold) (ok, freed bool, err error) {
 		exists               bool
 	)
 	q, lane := h.d.lane(h.d.q.release, h.d.q.releaseLane)
-	err = row(h.d.db.QueryRowContext(ctx, q, h.key, h.owner, int64(h.fence), h.id), &deleted, &decremented, &granted, &exists)
+	err = row(h.d.pool().QueryRowContext(ctx, q, h.key, h.owner, int64(h.fence), h.id), &deleted, &decremented, &granted, &exists)
 	if lane && err != nil && h.d.offLane(err) == nil {
 		return runRelease(ctx, h) // the lane is off now: the statement
 	}
@@ -145,7 +145,7 @@ func runRelease(ctx context.Context, h *hold) (ok, freed bool, err error) {
 
 // runRefresh is one attempt of q.refresh.
 func runRefresh(ctx context.Context, h *hold) (ok bool, err error) {
-	err = row(h.d.db.QueryRowContext(ctx, h.d.q.refresh, h.key, h.owner, int64(h.fence), h.id, h.ttl.Milliseconds()), &ok)
+	err = row(h.d.pool().QueryRowContext(ctx, h.d.q.refresh, h.key, h.owner, int64(h.fence), h.id, h.ttl.Milliseconds()), &ok)
 	return ok, err
 }
 
@@ -153,7 +153,7 @@ func runRefresh(ctx context.Context, h *hold) (ok bool, err error) {
 func runExpire(ctx context.Context, h *hold) (deleted bool, err error) {
 	var n, notified int
 	q, lane := h.d.lane(h.d.q.expire, h.d.q.expireLane)
-	err = row(h.d.db.QueryRowContext(ctx, q, h.key, h.owner, int64(h.fence)), &n, &notified)
+	err = row(h.d.pool().QueryRowContext(ctx, q, h.key, h.owner, int64(h.fence)), &n, &notified)
 	if lane && err != nil && h.d.offLane(err) == nil {
 		return runExpire(ctx, h) // the lane is off now: the statement
 	}
@@ -173,7 +173,7 @@ func (d *sqlDriver) lane(statement, routine string) (string, bool) {
 // left as it is if there is no row.
 func (d *sqlDriver) row(ctx context.Context, q string, args []any, dest ...any) error {
 	return d.retry(ctx, func(ctx context.Context) error {
-		return row(d.db.QueryRowContext(ctx, q, args...), dest...)
+		return row(d.pool().QueryRowContext(ctx, q, args...), dest...)
 	}, nil)
 }
 
