@@ -78,12 +78,13 @@ func (p *prepared) close() {
 	}
 }
 
-// in returns tx as a querier that runs the prepared statements prepared.
+// in returns tx as a querier that runs the statements prepared, each
+// through Tx.StmtContext.
 func (p *prepared) in(tx *dbsql.Tx) querier {
 	if p == nil {
 		return tx
 	}
-	return preparedTx{tx, p}
+	return preparedQuerier{tx, p, tx.StmtContext}
 }
 
 // on returns db as a querier that runs the statements prepared.
@@ -91,63 +92,46 @@ func (p *prepared) on(db *dbsql.DB) querier {
 	if p == nil {
 		return db
 	}
-	return preparedDB{db, p}
+	return preparedQuerier{db, p, func(_ context.Context, s *dbsql.Stmt) *dbsql.Stmt { return s }}
 }
 
 // pool is d's connection pool as a querier: its prepared statements, where
 // it keeps them.
 func (d *sqlDriver) pool() querier { return d.prep.on(d.db) }
 
-// preparedDB is a pool that runs the statements it has prepared.
-type preparedDB struct {
-	db *dbsql.DB
-	p  *prepared
+// preparedQuerier is a transaction or pool (q) that runs the statements
+// p has prepared, as bind makes them its own, and the others as q does.
+type preparedQuerier struct {
+	q    querier
+	p    *prepared
+	bind func(ctx context.Context, s *dbsql.Stmt) *dbsql.Stmt
 }
 
-func (d preparedDB) ExecContext(ctx context.Context, q string, args ...any) (dbsql.Result, error) {
-	if s, ok := d.p.m[q]; ok {
+// stmt is q's prepared statement, or nil.
+func (x preparedQuerier) stmt(ctx context.Context, q string) *dbsql.Stmt {
+	if s, ok := x.p.m[q]; ok {
+		return x.bind(ctx, s)
+	}
+	return nil
+}
+
+func (x preparedQuerier) ExecContext(ctx context.Context, q string, args ...any) (dbsql.Result, error) {
+	if s := x.stmt(ctx, q); s != nil {
 		return s.ExecContext(ctx, args...)
 	}
-	return d.db.ExecContext(ctx, q, args...)
+	return x.q.ExecContext(ctx, q, args...)
 }
 
-func (d preparedDB) QueryContext(ctx context.Context, q string, args ...any) (*dbsql.Rows, error) {
-	if s, ok := d.p.m[q]; ok {
+func (x preparedQuerier) QueryContext(ctx context.Context, q string, args ...any) (*dbsql.Rows, error) {
+	if s := x.stmt(ctx, q); s != nil {
 		return s.QueryContext(ctx, args...)
 	}
-	return d.db.QueryContext(ctx, q, args...)
+	return x.q.QueryContext(ctx, q, args...)
 }
 
-func (d preparedDB) QueryRowContext(ctx context.Context, q string, args ...any) *dbsql.Row {
-	if s, ok := d.p.m[q]; ok {
+func (x preparedQuerier) QueryRowContext(ctx context.Context, q string, args ...any) *dbsql.Row {
+	if s := x.stmt(ctx, q); s != nil {
 		return s.QueryRowContext(ctx, args...)
 	}
-	return d.db.QueryRowContext(ctx, q, args...)
-}
-
-// preparedTx is a transaction that runs the statements it has prepared.
-type preparedTx struct {
-	tx *dbsql.Tx
-	p  *prepared
-}
-
-func (t preparedTx) ExecContext(ctx context.Context, q string, args ...any) (dbsql.Result, error) {
-	if s, ok := t.p.m[q]; ok {
-		return t.tx.StmtContext(ctx, s).ExecContext(ctx, args...)
-	}
-	return t.tx.ExecContext(ctx, q, args...)
-}
-
-func (t preparedTx) QueryContext(ctx context.Context, q string, args ...any) (*dbsql.Rows, error) {
-	if s, ok := t.p.m[q]; ok {
-		return t.tx.StmtContext(ctx, s).QueryContext(ctx, args...)
-	}
-	return t.tx.QueryContext(ctx, q, args...)
-}
-
-func (t preparedTx) QueryRowContext(ctx context.Context, q string, args ...any) *dbsql.Row {
-	if s, ok := t.p.m[q]; ok {
-		return t.tx.StmtContext(ctx, s).QueryRowContext(ctx, args...)
-	}
-	return t.tx.QueryRowContext(ctx, q, args...)
+	return x.q.QueryRowContext(ctx, q, args...)
 }

@@ -54,11 +54,27 @@ func TestSQLitePreparesItsStatements(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	if _, ok := d.prep.in(tx).(preparedTx); !ok {
+	if _, ok := d.prep.in(tx).(preparedQuerier); !ok {
 		t.Fatal("a transaction runs its statements unprepared")
 	}
-	if _, ok := d.pool().(preparedDB); !ok {
+	if _, ok := d.pool().(preparedQuerier); !ok {
 		t.Fatal("the pool runs its statements unprepared")
+	}
+	_ = tx.Rollback()
+	// What runs is the prepared statement: swapped for another, its
+	// calls fail.
+	other, err := d.db.PrepareContext(t.Context(), "SELECT 'not the state read'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	d.prep.m[d.mq.state.q] = other
+	if _, err := l.Lock(t.Context(), "k2", locker.Shared(), locker.WithKeepAlive(false)); err == nil {
+		t.Error("a Shared Lock ran with another statement prepared as its state read")
+	}
+	d.prep.m[d.q.acquire] = other
+	if _, err := l.TryLock(t.Context(), "k3", locker.WithKeepAlive(false)); err == nil {
+		t.Error("a TryLock ran with another statement prepared as its acquire")
 	}
 }
 
