@@ -1,6 +1,7 @@
 package sql
 
 import (
+	dbsql "database/sql"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -100,12 +101,7 @@ func TestSQLiteBeginsImmediateOnlyWhereTheDSNSaysSo(t *testing.T) {
 		}
 	}
 
-	gdb, err := gorm.Open(gsqlite.Open(path+"?_pragma=journal_mode(WAL)"), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, _ := gdb.DB()
-	defer db.Close()
+	gdb, _ := gormSQLite(t, path+"?_pragma=journal_mode(WAL)")
 	d, err := newDriver(t.Context(), gdb, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -131,12 +127,7 @@ func TestSQLiteBeginsImmediateOnlyWhereTheDSNSaysSo(t *testing.T) {
 // (400 Lockers on a URL would otherwise keep 400 copies of every
 // statement), which the last of them to close closes.
 func TestSQLiteDriversShareTheirPreparedStatements(t *testing.T) {
-	gdb, err := gorm.Open(gsqlite.Open(filepath.Join(t.TempDir(), "share.db")+"?_txlock=immediate"), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, _ := gdb.DB()
-	defer db.Close()
+	gdb, db := gormSQLite(t, filepath.Join(t.TempDir(), "share.db")+"?_txlock=immediate")
 	a, err := newDriver(t.Context(), gdb, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -173,4 +164,20 @@ func TestSQLiteDriversShareTheirPreparedStatements(t *testing.T) {
 	if left || leftOther {
 		t.Fatalf("a prepared set kept after its drivers closed: %v, %v", left, leftOther)
 	}
+}
+
+// gormSQLite opens the SQLite database dsn names through gorm, as a
+// caller of New would; its handle closes when t ends.
+func gormSQLite(t *testing.T, dsn string) (*gorm.DB, *dbsql.DB) {
+	t.Helper()
+	gdb, err := gorm.Open(gsqlite.Open(dsn), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := gdb.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return gdb, db
 }
