@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/locker-go/locker/driver"
@@ -40,8 +41,9 @@ type handoffs struct {
 	// gave is the fence of the last grant heard for each waiting token: a
 	// Postgres grant comes twice to a waiter in the releasing process (the
 	// release's answer and the NOTIFY), in either order, and is given once.
-	gave  map[string]uint64
-	taken uint64 // grants taken from hand-offs, for tests and telemetry
+	gave   map[string]uint64
+	taken  uint64        // grants taken from hand-offs, for tests and telemetry
+	direct atomic.Uint64 // releases that handed the key over directly (handdirect.go)
 }
 
 // handoff is one grant handed to a waiter: its fence, and when its

@@ -138,6 +138,9 @@ func testHandsOff(t *testing.T, l locker.Locker, d *sqlDriver) {
 	if n := d.handoffs.count() - before; n != 5 {
 		t.Fatalf("%d of the 5 grants were hand-offs", n)
 	}
+	if n := d.handoffs.direct.Load(); n != 0 {
+		t.Fatalf("%d direct hand-offs, where a reader heads the queue or releases", n)
+	}
 }
 
 // A waiter handed the key as it gives up (its place there, its call

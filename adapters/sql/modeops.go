@@ -302,6 +302,11 @@ func releaseModal(ctx context.Context, h *hold) (ok, freed bool, err error) {
 // modal transaction, whose commit hands the key to them (txn.handOff),
 // where the release statement would only wake them to look.
 func releaseHandingOff(ctx context.Context, h *hold) (ok, freed bool, err error) {
+	if next := h.d.nextDirect(h); next != nil {
+		if ok, err := h.d.handDirect(ctx, h, next); ok || err != nil {
+			return ok, false, err
+		}
+	}
 	err = h.d.txOnce(ctx, h.key, func(ctx context.Context, t txn, s *modeState) error {
 		x := s.header // live or not, as the release statement finds it
 		if x == nil || x.owner == "" || x.owner != h.owner || (h.fence != 0 && x.fence != h.fence) {

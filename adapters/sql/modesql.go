@@ -45,6 +45,14 @@ type modeQueries struct {
 	// them: the fence, or minus the ms to wait and the place's seq; its
 	// releaseFast then releases Limited holds too.
 	grantFast, releaseFast, grantLimited stmt
+
+	// handDirect ($1 key, $2 owner, $3 fence or 0, $4 hold id, $5 the
+	// waiter's owner, $6 its ID, $7 its TTL ms), where the dialect has
+	// one (SQLite): the key's row, held by the hold alone, given to the
+	// waiter (an Exclusive one) with a new fence if its place heads the
+	// key's queue and nobody holds the key otherwise; the fence, or no
+	// row (handdirect.go).
+	handDirect stmt
 }
 
 // newModeQueries fills in the modal statements with fill, and with the

@@ -35,14 +35,16 @@ VALUES ($1, $2, (SELECT v + 1 FROM "{tn}_fence" WHERE id = 1), 1, {id}, {now} + 
 {upsert}
 WHERE l.expires_at <= {now} OR l.owner = excluded.owner
 RETURNING fence`)
+	// The lock is a write, so that the transaction holds SQLite's write
+	// lock from its start: one that upgraded later could meet another's
+	// and fail (SQLITE_BUSY) after its reads.
+	mq := newModeQueries(fill, false, `UPDATE "{tn}_fence" SET v = v WHERE id = 1`,
+		`UPDATE "{tn}_fence" SET v = v + 1 WHERE id = 1 RETURNING v`, "", "",
+		`INSERT INTO {q} ("key", token, mode, seq, expires_at, lim)
+SELECT $1, $2, $3, coalesce(max(seq), 0) + 1, {now} + $4, $5 FROM {q} WHERE "key" = $1`)
+	mq.handDirect = newStmt(fill(sqliteHandDirect), false)
 	return &dialect{
-		// The lock is a write, so that the transaction holds SQLite's
-		// write lock from its start: one that upgraded later could meet
-		// another's and fail (SQLITE_BUSY) after its reads.
-		mq: newModeQueries(fill, false, `UPDATE "{tn}_fence" SET v = v WHERE id = 1`,
-			`UPDATE "{tn}_fence" SET v = v + 1 WHERE id = 1 RETURNING v`, "", "",
-			`INSERT INTO {q} ("key", token, mode, seq, expires_at, lim)
-SELECT $1, $2, $3, coalesce(max(seq), 0) + 1, {now} + $4, $5 FROM {q} WHERE "key" = $1`),
+		mq: mq,
 		q: queries{
 			acquire:       acquire,
 			acquireQueued: acquire,
@@ -80,10 +82,23 @@ WHERE "key" = $1 AND owner = $2 AND ($3 = 0 OR fence = $3) AND instr(ids, {id}) 
 	}
 }
 
+// sqliteHandDirect is handDirect (modesql.go): the fence drawn as acquire
+// draws it (the counter follows by trigger); the waiter's place first of
+// the live places (its mode is the caller's to check: the waiter's own);
+// its place taken by trigger ({tn}_handed).
+const sqliteHandDirect = `UPDATE {t} SET owner = $5, fence = (SELECT v + 1 FROM "{tn}_fence" WHERE id = 1), holds = 1,
+	ids = ' ' || $6 || ' ', expires_at = {now} + $7
+WHERE "key" = $1 AND owner = $2 AND ($3 = 0 OR fence = $3) AND ids = {id}
+	AND (SELECT token FROM {q} WHERE "key" = $1 AND expires_at > {now} ORDER BY seq LIMIT 1) = $6
+	AND NOT EXISTS (SELECT 1 FROM {h} WHERE "key" = $1 AND expires_at > {now})
+RETURNING fence`
+
 const sqliteInfo = `SELECT "key", owner, fence, holds, expires_at FROM {t} WHERE expires_at > {now}`
 
 // sqliteSchema: IF NOT EXISTS throughout, since processes may race to
-// create it.
+// create it. A row's sole hold has no place in the queue: the trigger
+// {tn}_handed takes it as the hold comes (handDirect gives a row to a
+// waiter, even of the same owner, and takes its place so).
 const sqliteSchema = `CREATE TABLE IF NOT EXISTS {t} (
 	"key" TEXT NOT NULL PRIMARY KEY,
 	owner TEXT NOT NULL,
@@ -119,7 +134,9 @@ CREATE TABLE IF NOT EXISTS {q} (
 	expires_at INTEGER NOT NULL,
 	lim INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY ("key", token)
-) WITHOUT ROWID;`
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS "{tn}_handed" AFTER UPDATE OF ids ON {t} WHEN NEW.ids <> OLD.ids
+BEGIN DELETE FROM {q} WHERE "key" = NEW."key" AND token = trim(NEW.ids); END;`
 
 // sqliteAddColumn adds column (its definition, name first) to table
 // unless it has it: a table made by an earlier version.
