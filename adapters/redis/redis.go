@@ -330,20 +330,25 @@ func (d *redisDriver) Abandon(ctx context.Context, r *driver.Request) {
 // Subscribe listens for the call's turn, announced on its Locker's channel
 // (on a slotted cluster, on its Locker's shard channel of the lock).
 func (d *redisDriver) Subscribe(ctx context.Context, r *driver.Request) (<-chan struct{}, func(), error) {
+	token := d.sub.waiter(r)
 	if d.shards == nil {
-		return d.sub.hub.Subscribe(ctx, d.sub.waiter(r))
+		wake, stop, err := d.sub.hub.Subscribe(ctx, token)
+		if err != nil {
+			return nil, nil, err
+		}
+		return wake, func() { stop(); d.sub.stopped(token) }, nil
 	}
 	ch := d.ownShardChannel(r.Space, r.Key)
 	s, err := d.shards.join(ctx, ch)
 	if err != nil {
 		return nil, nil, err
 	}
-	wake, stop, err := d.sub.hub.Subscribe(ctx, d.sub.waiter(r))
+	wake, stop, err := d.sub.hub.Subscribe(ctx, token)
 	if err != nil {
 		d.shards.leave(ch, s, false)
 		return nil, nil, err
 	}
-	return wake, func() { stop(); d.shards.leave(ch, s, waited(r)) }, nil
+	return wake, func() { stop(); d.sub.stopped(token); d.shards.leave(ch, s, waited(r)) }, nil
 }
 
 // Listening is true once the Locker's channel is up: later waits then
@@ -391,6 +396,7 @@ type subscriber struct {
 
 	handMu sync.Mutex
 	hands  map[string]uint64 // fences of the keys releases handed to our waiters, by token
+	gave   map[string]uint64 // the last fence handed to each waiting token (heard)
 
 	mu        sync.Mutex
 	ps        *goredis.PubSub
@@ -402,6 +408,7 @@ func newSubscriber(client goredis.UniversalClient, prefix string, log *driver.Lo
 	id := rand.Text()
 	s := &subscriber{client: client, id: id, channel: prefix + id, confirmed: make(chan struct{}), log: log}
 	s.hub = wait.NewWakeOneHub(s) // any waiter may take a free key
+	subscribers.Store(id, s)
 	return s
 }
 
@@ -479,12 +486,7 @@ func (s *subscriber) note(msg string) string {
 	}
 	token, f, _ := strings.Cut(rest, " ")
 	if fence, err := strconv.ParseUint(f, 10, 64); err == nil {
-		s.handMu.Lock()
-		if s.hands == nil {
-			s.hands = map[string]uint64{}
-		}
-		s.hands[token] = fence
-		s.handMu.Unlock()
+		s.heard(token, fence)
 	}
 	return token
 }
@@ -499,6 +501,7 @@ func (s *subscriber) handed(token string) (uint64, bool) {
 }
 
 func (s *subscriber) close() error {
+	subscribers.Delete(s.id)
 	s.mu.Lock()
 	ps, done := s.ps, s.done
 	s.mu.Unlock()
@@ -535,12 +538,13 @@ func (h *hold) Refresh(ctx context.Context) (time.Duration, error) {
 func (h *hold) Release(ctx context.Context) error {
 	h.d.sub.handed(h.id + ":" + strconv.Itoa(int(h.mode))) // a hand-off heard after the script granted it
 	keys := append(h.d.keys(h.space, h.key), h.d.fenceKey(h.space, h.key))
-	ok, err := releaseScript.Run(ctx, h.d.client, keys, h.owner, int(h.mode), h.id, h.d.wake(h.space, h.key)).Int()
+	res, err := releaseScript.Run(ctx, h.d.client, keys, h.owner, int(h.mode), h.id, h.d.wake(h.space, h.key)).Result()
 	if err != nil {
 		h.unsure = true // the lease serialises Release calls
 		return backendErr(ctx, err)
 	}
-	if ok == 0 && !h.unsure { // after a lost reply, a hold gone is our release
+	handOver(res)
+	if !releasedBy(res) && !h.unsure { // after a lost reply, a hold gone is our release
 		return locker.ErrNotHeld
 	}
 	return nil

@@ -561,7 +561,10 @@ return fences
 
 // releaseScript: KEYS lock, exp, queue, qexp, fence counter; ARGV owner,
 // mode, hold id, wake channel prefix. Drops that hold (see drop): 1 if it
-// was there, 0 if not. A release that lets the key go hands it over to
+// was there, 0 if not; {1, token, fence} where the last exclusive hold
+// went to an exclusive waiter, so that a waiter of the releasing process
+// is handed its grant as the reply comes (handOver), not when the
+// message does. A release that lets the key go hands it over to
 // the waiters it admits: the last exclusive hold to an exclusive waiter
 // first, or to the run of readers at the head; the last hold of other
 // modes (announce) to an exclusive waiter first; a Limited hold to the
@@ -594,7 +597,7 @@ if ARGV[2] == '0' then
 ` + notifyLua + `
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local matrix, seen, i, keep, readers = '0000001100011100011000000', {}, 0, 0, false
+  local matrix, seen, i, keep, readers, to = '0000001100011100011000000', {}, 0, 0, false, 1
   while true do
     local w = redis.call('ZRANGE', KEYS[3], i, i)[1]
     if not w then break end
@@ -626,7 +629,10 @@ if ARGV[2] == '0' then
       redis.call('ZREM', KEYS[3], w)
       redis.call('HDEL', KEYS[4], w, 'i' .. w)
       notify(ARGV[4], w, 'g ' .. w .. ' ' .. fs)
-      if m == 0 then break end
+      if m == 0 then
+        to = {1, w, fs}
+        break
+      end
       seen[m] = true
     else
       if ok then notify(ARGV[4], w, w) end
@@ -638,7 +644,7 @@ if ARGV[2] == '0' then
     redis.call('PEXPIRE', KEYS[1], keep)
     if readers then redis.call('PEXPIRE', KEYS[2], keep) end
   end
-  return 1
+  return to
 end
 ` + prelude + `
 local m = tonumber(ARGV[2])
