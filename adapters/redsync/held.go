@@ -237,7 +237,11 @@ func (rr *releaseRound) call(on []bool) func(ctx context.Context, i int, c gored
 		if err := rr.afterGrants(ctx, i); err != nil {
 			return nil, err
 		}
-		return runScript(ctx, c, releaseScript, rr.keys, rr.args)
+		v, err := releaseScript.Run(ctx, c, rr.keys, rr.args...).Slice()
+		if err != nil {
+			return nil, err
+		}
+		return rr.d.released(v, i)
 	}
 }
 

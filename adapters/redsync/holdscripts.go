@@ -258,7 +258,9 @@ end
 // be admitted (a Limited holder always: it frees a slot). An Exclusive
 // holder's release hands the key to the first waiter there if it can
 // (handoff), a Limited one its slot (handoffLimited), and tells that
-// waiter's driver alone. A call's mark
+// waiter's driver alone (the fast path, releaseHandoff, also replies
+// {2, driver id, message}, for a driver of the releaser's process:
+// handHere). A call's mark
 // removed, and no holder, publishes " 0[ <next waiter>]". It is also the
 // undo of a failed attempt, whose hold id is the attempt's, and the end
 // of a call that waited (Abandon). The last holder of a key without
@@ -442,9 +444,10 @@ var releaseHandoff = `
       redis.call('ZREM', KEYS[5], best[3])
       redis.call('ZREM', W, '0' .. best[3])
       redis.call('HDEL', P, best[3])
-      redis.call('PUBLISH', ARGV[2] .. to, #ch .. ' ' .. ch .. (v[4] or '') .. ' ' .. (v[5] or '0') .. ' ' .. best[4] ..
-        ' 0 ' .. best[3] .. ' h ' .. hid .. string.format(' %d %d', c, now - tonumber(at)))
-      return {2}
+      local msg = #ch .. ' ' .. ch .. (v[4] or '') .. ' ' .. (v[5] or '0') .. ' ' .. best[4] ..
+        ' 0 ' .. best[3] .. ' h ' .. hid .. string.format(' %d %d', c, now - tonumber(at))
+      redis.call('PUBLISH', ARGV[2] .. to, msg)
+      return {2, to, msg}
     end`
 
 // unmarkScript drops a call's waiting mark: KEYS anchor, marks by expiry,

@@ -67,10 +67,11 @@ func parseWaiter(f []string) waiter {
 // release is one release heard, by its id: how many copies, and whether
 // it woke the waiters yet.
 type release struct {
-	id     string
-	copies int
-	woke   bool
-	handed bool // a copy handed the key to a call here (handoff.go)
+	id      string
+	copies  int
+	masters uint64 // the masters whose copy was heard: one copy each (handHere)
+	woke    bool
+	handed  bool // a copy handed the key to a call here (handoff.go)
 }
 
 // releaseSpread is how long after the first copy of a release the
@@ -110,6 +111,9 @@ func (n *news) heard(key, payload string, master int) (wake bool, first string) 
 		return false, ""
 	}
 	id, rest, _ := strings.Cut(payload, " ")
+	if id != "" && k.heardFrom(id, master) {
+		return false, "" // its copy came by the releaser's reply (handHere)
+	}
 	f := strings.Fields(rest)
 	if len(f) > 0 {
 		f = f[1:] // the fence released
@@ -136,6 +140,7 @@ func (n *news) heard(key, payload string, master int) (wake bool, first string) 
 	}
 	r := &k.released[i]
 	r.copies++
+	r.masters |= 1 << master
 	r.handed = r.handed || handed
 	if r.copies >= n.need && !r.woke {
 		r.woke = true
@@ -144,6 +149,12 @@ func (n *news) heard(key, payload string, master int) (wake bool, first string) 
 	// A Limited waiter handed a slot holds it once more masters than a
 	// release's quorum handed it (quorumOf): each later copy wakes it again.
 	return handed && r.woke && next.mode == driver.Limited, first
+}
+
+// heardFrom reports whether master's copy of release id was heard.
+func (k *keyNews) heardFrom(id string, master int) bool {
+	i := slices.IndexFunc(k.released, func(r release) bool { return r.id == id })
+	return i >= 0 && k.released[i].masters&(1<<master) != 0
 }
 
 // heardHandoff records "<hold id> <counter> <ms pending>" from master.

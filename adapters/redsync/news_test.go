@@ -25,7 +25,8 @@ func publishAll(t *testing.T, l *testLocker, clients []goredis.UniversalClient, 
 // A release wakes the waiters once, at the quorum-th copy (or when settled
 // without it); it names the first waiter, and only a waiter after it whose
 // mode it excludes stays put; copies that disagree name the later one, or
-// none.
+// none. A master's copy counts once, heard twice (by the releaser's reply
+// and by the message: handHere).
 func TestNewsOfReleases(t *testing.T) {
 	n := &news{need: 3, keys: map[string]*keyNews{}}
 	n.watch("k")
@@ -52,13 +53,22 @@ func TestNewsOfReleases(t *testing.T) {
 			t.Errorf("behind an X waiter (100, callA): %v waiter (%d, %s) = %v, want %v", c.mode, c.stamp, c.call, got, c.want)
 		}
 	}
-	n.heard("k", "a1 5 300 0 callC", 0)
+	n.heard("k", "a1 5 300 0 callC", 4)
 	if n.behind("k", driver.Exclusive, 200, "callB") {
 		t.Error("a copy naming a later first waiter: a waiter before it still stays put")
 	}
-	n.heard("k", "a1 5", 0)
+	n.heard("k", "a1 5", 5)
 	if n.behind("k", driver.Exclusive, 400, "callD") {
 		t.Error("a copy naming no waiter: a waiter still stays put")
+	}
+
+	for i, c := range []struct {
+		master int
+		want   bool
+	}{{0, false}, {0, false}, {1, false}, {1, false}, {2, true}} {
+		if wake, _ := n.heard("k", "b1 6", c.master); wake != c.want {
+			t.Fatalf("copy %d (master %d) of a release: wake %v, want %v", i+1, c.master, wake, c.want)
+		}
 	}
 
 	if wake, _ := n.heard("k", " 0 100 1 callS", 0); !wake {

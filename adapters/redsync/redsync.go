@@ -88,20 +88,21 @@ func withOwnClients() Option { return func(c *config) { c.ownClients = true } }
 // redlock is the driver: driver.Driver, ModeKeeper, Batcher, Notifier and
 // Admin.
 type redlock struct {
-	cfg     config
-	masters []*master
-	quorum  int
-	hub     *wait.Hub
-	news    news
-	watches watches        // Watch's signals (watch.go)
-	counted atomic.Uint64  // largest fence counter seen on any master
-	stamped atomic.Int64   // the last waiter's stamp (nextStamp)
-	id      string         // names the channel of the hand-offs to this driver's calls (handoff.go)
-	bg      sync.WaitGroup // background work (goBG): late replies, release retries
-	bgMu    sync.Mutex     // guards closed, and bg's Add against Close's Wait
-	closed  bool
-	stop    context.Context
-	halt    context.CancelFunc // at Close of a Locker that owns its clients: retries give up
+	cfg       config
+	masters   []*master
+	quorum    int
+	hub       *wait.Hub
+	news      news
+	watches   watches        // Watch's signals (watch.go)
+	counted   atomic.Uint64  // largest fence counter seen on any master
+	stamped   atomic.Int64   // the last waiter's stamp (nextStamp)
+	id        string         // names the channel of the hand-offs to this driver's calls (handoff.go)
+	mastersID string         // the masters, named in order (mastersOf): a hand-off here needs the same (handHere)
+	bg        sync.WaitGroup // background work (goBG): late replies, release retries
+	bgMu      sync.Mutex     // guards closed, and bg's Add against Close's Wait
+	closed    bool
+	stop      context.Context
+	halt      context.CancelFunc // at Close of a Locker that owns its clients: retries give up
 
 	listening sync.Once  // the masters' subscriptions started
 	mu        sync.Mutex // guards changed and the masters' live
@@ -156,6 +157,8 @@ func newDriver(clients []goredis.UniversalClient, opts ...Option) (*redlock, err
 		d.masters = append(d.masters, m)
 	}
 	d.hub = wait.NewWakeOneHub(notifier{d})
+	d.mastersID = mastersOf(d.masters)
+	drivers.Store(d.id, d)
 	return d, nil
 }
 
@@ -208,6 +211,7 @@ func (d *redlock) Listening() bool {
 // masters' late replies (a release sent once a late grant landed) and
 // release retries, which give up at once if it is to close the clients.
 func (d *redlock) Close(ctx context.Context) error {
+	drivers.Delete(d.id)
 	if d.cfg.ownClients {
 		d.halt()
 	}
