@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -32,14 +31,7 @@ func TestReleaseHandsOverInProcess(t *testing.T) {
 	woken := queueBehind(t, b, r)
 	deafen(b)
 	before := attempts[0].n.Load()
-	if err := first.Hold.Release(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-woken:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the waiter was not woken by the release in its process")
-	}
+	releaseWakes(t, first.Hold, woken)
 	a.bg.Wait() // every master's reply, the quorum's and the rest
 	g := take(t, b, r)
 	if n := attempts[0].n.Load() - before; n != 0 {

@@ -95,6 +95,19 @@ func queueBehind(t *testing.T, d *redlock, r *driver.Request) <-chan struct{} {
 	return woken
 }
 
+// releaseWakes releases h and waits until its waiter is woken.
+func releaseWakes(t *testing.T, h driver.Hold, woken <-chan struct{}) {
+	t.Helper()
+	if err := h.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-woken:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter was not woken by the release")
+	}
+}
+
 // owners lists the live exclusive holder of key on each master ("" none).
 func owners(t *testing.T, d *redlock, clients []goredis.UniversalClient, key string) []string {
 	t.Helper()
@@ -131,14 +144,7 @@ func TestReleaseHandsTheKeyToTheWaiter(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // time pending: the grant's Start must not count it
 	before, pended := attempts[0].n.Load(), r.State.(*callState).pend.id
 	released := time.Now()
-	if err := first.Hold.Release(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-woken:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the waiter was not woken by the release")
-	}
+	releaseWakes(t, first.Hold, woken)
 	g := take(t, b, r)
 	returned := time.Now()
 	if n := attempts[0].n.Load() - before; n != 0 {

@@ -54,12 +54,8 @@ func onHandOffDialects(t *testing.T, test func(t *testing.T, l locker.Locker, d 
 	})
 	t.Run("SQLite", func(t *testing.T) {
 		t.Parallel()
-		l, err := Open(t.Context(), "sqlite://"+filepath.ToSlash(filepath.Join(t.TempDir(), "handoff.db")))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = l.Close() })
-		test(t, l, driverOf(l))
+		l, d := sqliteHandoff(t)
+		test(t, l, d)
 	})
 }
 
