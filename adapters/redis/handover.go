@@ -25,7 +25,8 @@ func handOver(res any) {
 		return
 	}
 	token, _ := r[1].(string)
-	fence, err := strconv.ParseUint(replyString(r[2]), 10, 64)
+	f, _ := r[2].(string) // the script formats it
+	fence, err := strconv.ParseUint(f, 10, 64)
 	client, _, _ := strings.Cut(token, ".")
 	v, found := subscribers.Load(client)
 	if err != nil || !found {
@@ -49,17 +50,6 @@ func releasedBy(res any) bool {
 		return true
 	}
 	return false
-}
-
-// replyString is a reply's string, whether Redis sent it as one or as a number.
-func replyString(v any) string {
-	switch v := v.(type) {
-	case string:
-		return v
-	case int64:
-		return strconv.FormatInt(v, 10)
-	}
-	return ""
 }
 
 // heard keeps the grant of fence for the waiter token, unless token no

@@ -11,26 +11,22 @@ import (
 
 // A direct hand-off (SQLite): the release of an Exclusive hold whose
 // key this process's first waiter waits for, Exclusive, at the head of
-// the database's queue, gives that waiter the key's row (handDirect)
-// and takes its place, two statements where the modal transaction
+// the database's queue, gives that waiter the key's row in one statement
+// (handDirect; its place goes by trigger), where the modal transaction
 // (releaseHandingOff) reads the key's whole state first, a hand-off's
 // most costly statement. Where the key is not that plain (another hold
 // on the row, a holder of another mode, another waiter first, a Limit)
 // the statement changes nothing and the modal transaction decides.
 
 // nextDirect is the waiter that h's release may hand the key to
-// directly: this process's first waiter for h's key, if it waits
-// Exclusive with a place in the queue; else nil.
+// directly: this process's first waiter for h's key (firstHere), if it
+// waits Exclusive with a place in the queue; else nil.
 func (d *sqlDriver) nextDirect(h *hold) *driver.Request {
-	if d.mq.handDirect.q == "" || h.mode != driver.Exclusive || d.local == nil || d.hub == nil || d.handoffs == nil {
+	if d.mq.handDirect.q == "" {
 		return nil
 	}
-	id := d.local.first(h.key)
-	if id == "" || id == h.id {
-		return nil
-	}
-	r := d.local.request(h.key, id)
-	if r == nil || r.Mode != driver.Exclusive || !r.Queue || !d.hub.Waiting(id) {
+	r := d.firstHere(h)
+	if r == nil || r.Mode != driver.Exclusive || !r.Queue {
 		return nil
 	}
 	return r

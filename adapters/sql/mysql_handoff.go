@@ -112,18 +112,31 @@ const (
 // process's first waiter for h's key, if it waits in Exclusive mode with
 // a place in the database's queue; else nil.
 func (d *sqlDriver) nextHere(h *hold) *driver.Request {
-	if h.mode != driver.Exclusive || d.handOffOff.Load() || d.local == nil || d.handoffs == nil {
+	if d.handOffOff.Load() {
+		return nil
+	}
+	r := d.firstHere(h)
+	if r == nil || d.modal(r) || d.token(r) == "" {
+		return nil
+	}
+	return r
+}
+
+// firstHere is this process's first waiter for h's key, while it waits,
+// if h is an Exclusive hold and the waiter is another call's; else nil:
+// whom h's release may hand the key to (nextHere, nextDirect).
+func (d *sqlDriver) firstHere(h *hold) *driver.Request {
+	if h.mode != driver.Exclusive || d.local == nil || d.hub == nil || d.handoffs == nil {
 		return nil
 	}
 	id := d.local.first(h.key)
 	if id == "" || id == h.id {
 		return nil
 	}
-	r := d.local.request(h.key, id)
-	if r == nil || d.modal(r) || d.token(r) == "" || !d.hub.Waiting(id) {
-		return nil
+	if r := d.local.request(h.key, id); r != nil && d.hub.Waiting(id) {
+		return r
 	}
-	return r
+	return nil
 }
 
 // handOff releases h, handing the key to the first live waiter of the
