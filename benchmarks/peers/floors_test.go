@@ -303,3 +303,27 @@ func receive(granted <-chan struct{}) func(context.Context) error {
 		}
 	}
 }
+
+// localWaiters are the wake-ups of the floors whose release wakes the
+// next waiter in the process (rowFloorClient and its kin), by id.
+var localWaiters sync.Map
+
+// localWaiter is a new floor client's id and the channel by which
+// wakeLocal wakes it, until tb ends.
+func localWaiter(tb testing.TB) (string, <-chan struct{}) {
+	id := fmt.Sprint(rand.Uint64())
+	granted := make(chan struct{}, 1)
+	localWaiters.Store(id, granted)
+	tb.Cleanup(func() { localWaiters.Delete(id) })
+	return id, granted
+}
+
+// wakeLocal wakes the floor client next (localWaiter).
+func wakeLocal(next string) error {
+	c, ok := localWaiters.Load(next)
+	if !ok {
+		return fmt.Errorf("floor client %s: gone", next)
+	}
+	c.(chan struct{}) <- struct{}{}
+	return nil
+}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,7 +25,7 @@ import (
 // as long as its connection). Round trip: SELECT 1.
 func BenchmarkMySQL(b *testing.B) {
 	u := testenv.URL(b, "LOCKER_TEST_MYSQL")
-	db := myConn(b, u)
+	db := myConn(b, u, "")
 	if _, err := db.Exec("CREATE TABLE IF NOT EXISTS peers_lock_row (`key` VARBINARY(512) PRIMARY KEY, owner VARBINARY(64) NOT NULL, expires_at DATETIME(3) NOT NULL)"); err != nil {
 		b.Fatal(err)
 	}
@@ -39,6 +38,7 @@ func BenchmarkMySQL(b *testing.B) {
 		subject{"mysql-lock-row", func(tb testing.TB) locker.Locker { return myLockRowClient(tb, u) }},
 		subject{"mysql-get-lock", func(tb testing.TB) locker.Locker { return getLockClient(tb, u) }},
 		subject{"mysql-row-floor", func(tb testing.TB) locker.Locker { return rowFloorClient(tb, u) }},
+		subject{"mysql-fenced-floor", func(tb testing.TB) locker.Locker { return myFencedFloorClient(tb, u) }},
 	)
 }
 
@@ -49,18 +49,15 @@ func BenchmarkMySQL(b *testing.B) {
 // its holder, fence and queue in the same database; no lock that keeps
 // its holder in a table hands it over with less.
 func rowFloorClient(tb testing.TB, u *url.URL) locker.Locker {
-	db := myConn(tb, u)
+	db := myConn(tb, u, "")
 	if _, err := db.Exec("CREATE TABLE IF NOT EXISTS peers_floor_row (id VARBINARY(64) PRIMARY KEY, n BIGINT NOT NULL) ENGINE=InnoDB"); err != nil {
 		tb.Fatal(err)
 	}
-	id := rand.Text()
+	id, granted := localWaiter(tb)
 	if _, err := db.Exec("INSERT INTO peers_floor_row (id, n) VALUES (?, 0)", id); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _, _ = db.Exec("DELETE FROM peers_floor_row WHERE id = ?", id) })
-	granted := make(chan struct{}, 1)
-	rowFloorWaiters.Store(id, granted)
-	tb.Cleanup(func() { rowFloorWaiters.Delete(id) })
 	return floorClient(floorSignal{
 		id:  id,
 		arm: func(context.Context) (func(context.Context) error, error) { return receive(granted), nil },
@@ -68,15 +65,55 @@ func rowFloorClient(tb testing.TB, u *url.URL) locker.Locker {
 			if _, err := db.ExecContext(ctx, "UPDATE peers_floor_row SET n = n + 1 WHERE id = ?", next); err != nil {
 				return err
 			}
-			c, _ := rowFloorWaiters.Load(next)
-			c.(chan struct{}) <- struct{}{}
-			return nil
+			return wakeLocal(next)
 		},
 	})
 }
 
-// rowFloorWaiters are the row floor's waiters' wake-ups, by id.
-var rowFloorWaiters sync.Map
+// myFencedFloorClient is rowFloorClient with what a fenced FIFO lock whose
+// queue is in the database writes besides: a refused waiter takes its
+// place before it waits (kept if it was there: a waiter that found the key
+// free as it armed took it without its place going), and a release, in one
+// transaction sent in one round trip, draws a fence from a counter row,
+// records it in the next holder's row, and deletes that waiter's place.
+// Ours writes the same three rows a hand-off, and reads the queue's head
+// besides.
+func myFencedFloorClient(tb testing.TB, u *url.URL) locker.Locker {
+	db := myConn(tb, u, "&multiStatements=true")
+	for _, q := range []string{
+		"CREATE TABLE IF NOT EXISTS peers_floor_row (id VARBINARY(64) PRIMARY KEY, n BIGINT NOT NULL) ENGINE=InnoDB",
+		"CREATE TABLE IF NOT EXISTS peers_floor_place (id VARBINARY(64) PRIMARY KEY) ENGINE=InnoDB",
+		"CREATE TABLE IF NOT EXISTS peers_floor_fence (id TINYINT PRIMARY KEY, v BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB",
+		"INSERT IGNORE INTO peers_floor_fence (id, v) VALUES (1, 0)",
+	} {
+		if _, err := db.Exec(q); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	id, granted := localWaiter(tb)
+	if _, err := db.Exec("INSERT INTO peers_floor_row (id, n) VALUES (?, 0)", id); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _, _ = db.Exec("DELETE FROM peers_floor_row WHERE id = ?", id) })
+	return floorClient(floorSignal{
+		id: id,
+		arm: func(ctx context.Context) (func(context.Context) error, error) {
+			_, err := db.ExecContext(ctx, "INSERT INTO peers_floor_place (id) VALUES (?) ON DUPLICATE KEY UPDATE id = id", id)
+			return receive(granted), err
+		},
+		send: func(ctx context.Context, next string) error {
+			_, err := db.ExecContext(ctx, "START TRANSACTION;\n"+
+				"UPDATE peers_floor_fence SET v = LAST_INSERT_ID(v + 1) WHERE id = 1;\n"+
+				"UPDATE peers_floor_row SET n = LAST_INSERT_ID() WHERE id = ?;\n"+
+				"DELETE FROM peers_floor_place WHERE id = ?;\n"+
+				"COMMIT", next, next)
+			if err != nil {
+				return err
+			}
+			return wakeLocal(next)
+		},
+	})
+}
 
 // oursApart is our adapter on a pool of its own, as in a process of its
 // own: its waiters are woken by other clients' releases through named
@@ -87,10 +124,11 @@ func oursApart(tb testing.TB, u *url.URL) locker.Locker {
 	return oursOnPool(tb, gormmysql.Open(dsn))
 }
 
-// myConn opens a one-connection pool for u, closed when tb ends.
-func myConn(tb testing.TB, u *url.URL) *sql.DB {
+// myConn opens a one-connection pool for u, with the DSN's parameters
+// more (each "&name=value"), closed when tb ends.
+func myConn(tb testing.TB, u *url.URL, more string) *sql.DB {
 	pass, _ := u.User.Password()
-	db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)%s?interpolateParams=true", u.User.Username(), pass, u.Host, u.Path))
+	db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)%s?interpolateParams=true%s", u.User.Username(), pass, u.Host, u.Path, more))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -103,7 +141,7 @@ func myConn(tb testing.TB, u *url.URL) *sql.DB {
 // row is there (or InnoDB reports a deadlock), try again every 10 ms;
 // DELETE it to unlock.
 func myLockRowClient(tb testing.TB, u *url.URL) locker.Locker {
-	db := myConn(tb, u)
+	db := myConn(tb, u, "")
 	return shim{
 		lock: func(ctx context.Context, key string) (func(context.Context) error, error) {
 			owner := rand.Text()
@@ -142,7 +180,7 @@ func unlockRow(db *sql.DB, key, owner string) func(context.Context) error {
 // connection, RELEASE_LOCK to unlock. Names are at most 64 characters: the
 // key's SHA-1.
 func getLockClient(tb testing.TB, u *url.URL) locker.Locker {
-	db := myConn(tb, u)
+	db := myConn(tb, u, "")
 	name := func(key string) string { h := sha1.Sum([]byte(key)); return hex.EncodeToString(h[:]) }
 	return shim{
 		lock: func(ctx context.Context, key string) (func(context.Context) error, error) {

@@ -166,6 +166,8 @@ func BenchmarkPostgres(b *testing.B) {
 		subject{"pg-lock-row", func(tb testing.TB) locker.Locker { return lockRowClient(tb, u) }},
 		subject{"pg-advisory-lock", func(tb testing.TB) locker.Locker { return advisoryLockClient(tb, u) }},
 		subject{"pg-notify-floor", func(tb testing.TB) locker.Locker { return notifyFloorClient(tb, u) }},
+		subject{"pg-row-floor", func(tb testing.TB) locker.Locker { return pgRowFloorClient(tb, u) }},
+		subject{"pg-fenced-floor", func(tb testing.TB) locker.Locker { return pgFencedFloorClient(tb, u) }},
 	)
 }
 
