@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/perproc"
 )
 
 // drivers maps each Locker Open made to its driver.
@@ -24,7 +25,7 @@ func Open(ctx context.Context, raw string) (locker.Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := openIn(ctx, u, new(perProcess[string, *gorm.DB])) // a pool of its own: see Crash
+	d, err := openIn(ctx, u, new(perproc.Map[string, *gorm.DB])) // a pool of its own: see Crash
 	if err != nil {
 		return nil, err
 	}

@@ -232,7 +232,7 @@ func smallPoolHasNoGate(t *testing.T, pool int) {
 		err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM locker_locks_queue WHERE `key` = ?", key).Scan(&n)
 		return err == nil && n == 1
 	})
-	w, release, err := waiters.get(ctx, listenerKey{db, "locker_locks"}, nil, nil)
+	w, release, err := waiters.Get(ctx, listenerKey{db, "locker_locks"}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -217,7 +217,7 @@ func parkingProcesses(t *testing.T, n int) []locker.Locker {
 
 // gatesOf is the gates of this process's Lockers on db.
 func gatesOf(t *testing.T, db *dbsql.DB) *gates {
-	w, release, err := waiters.get(t.Context(), listenerKey{db, "locker_locks"}, nil, nil)
+	w, release, err := waiters.Get(t.Context(), listenerKey{db, "locker_locks"}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

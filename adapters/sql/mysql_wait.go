@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/locker-go/locker/driver"
+	"github.com/locker-go/locker/internal/perproc"
 	"github.com/locker-go/locker/internal/wait"
 )
 
@@ -104,7 +105,7 @@ func (m *myStatements) placeOnce(ctx context.Context, d *sqlDriver, r *driver.Re
 // once (see localQueue), and gates by which a release in another process
 // does (see gates).
 func mySetup(ctx context.Context, d *sqlDriver, m *myStatements) error {
-	w, release, err := waiters.get(ctx, listenerKey{d.db, d.cfg.table},
+	w, release, err := waiters.Get(ctx, listenerKey{d.db, d.cfg.table},
 		func() (localWaiters, error) {
 			// Named locks are the server's, not the database's.
 			var database string
@@ -128,7 +129,7 @@ func mySetup(ctx context.Context, d *sqlDriver, m *myStatements) error {
 
 // waiters are what this process's MySQL Lockers on one pool and table
 // share: the wake-up hub, the order of their waiters, and the gates.
-var waiters perProcess[listenerKey, localWaiters]
+var waiters perproc.Map[listenerKey, localWaiters]
 
 type localWaiters struct {
 	hub   *wait.Hub

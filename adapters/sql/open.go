@@ -19,6 +19,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/perproc"
 	"github.com/locker-go/locker/internal/urlx"
 )
 
@@ -40,12 +41,12 @@ func init() {
 func openDriver(ctx context.Context, u *url.URL) (*sqlDriver, error) { return openIn(ctx, u, &pools) }
 
 // openIn is openDriver sharing handles in pools (tests: a fresh one).
-func openIn(ctx context.Context, u *url.URL, pools *perProcess[string, *gorm.DB]) (*sqlDriver, error) {
+func openIn(ctx context.Context, u *url.URL, pools *perproc.Map[string, *gorm.DB]) (*sqlDriver, error) {
 	dialector, dsn, opts, err := dialector(u)
 	if err != nil {
 		return nil, err
 	}
-	db, closeDB, err := pools.get(ctx, u.Scheme+" "+dsn, func() (*gorm.DB, error) { return openDB(ctx, u, dialector) }, closeGorm)
+	db, closeDB, err := pools.Get(ctx, u.Scheme+" "+dsn, func() (*gorm.DB, error) { return openDB(ctx, u, dialector) }, closeGorm)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +63,7 @@ func openIn(ctx context.Context, u *url.URL, pools *perProcess[string, *gorm.DB]
 // instead of keeping an idle connection each and running the server out of
 // them. A waiter holds no connection while it waits, so sharing costs it
 // nothing.
-var pools perProcess[string, *gorm.DB]
+var pools perproc.Map[string, *gorm.DB]
 
 // openDB opens what dialector names.
 func openDB(ctx context.Context, u *url.URL, dialector gorm.Dialector) (*gorm.DB, error) {

@@ -17,6 +17,7 @@ import (
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/driver"
 	"github.com/locker-go/locker/internal/backoff"
+	"github.com/locker-go/locker/internal/perproc"
 	"github.com/locker-go/locker/internal/wait"
 )
 
@@ -170,7 +171,7 @@ func pgSetup(ctx context.Context, d *sqlDriver) error {
 		d.poll, d.hub, d.local = true, wait.NewHub(localChannel{}), newLocalQueue()
 		return nil
 	}
-	ls, release, err := listeners.get(ctx, listenerKey{d.db, d.cfg.table},
+	ls, release, err := listeners.Get(ctx, listenerKey{d.db, d.cfg.table},
 		func() (*listener, error) { return newListener(cfg, d.cfg.table), nil }, (*listener).close)
 	if err != nil {
 		return err
@@ -182,7 +183,7 @@ func pgSetup(ctx context.Context, d *sqlDriver) error {
 
 // listeners are the LISTEN connections of this process, one per pool and
 // table: 400 Lockers on one URL (one pool, see pools) listen on one.
-var listeners perProcess[listenerKey, *listener]
+var listeners perproc.Map[listenerKey, *listener]
 
 type listenerKey struct {
 	db    *dbsql.DB

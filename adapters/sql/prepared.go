@@ -4,6 +4,8 @@ import (
 	"context"
 	dbsql "database/sql"
 	"reflect"
+
+	"github.com/locker-go/locker/internal/perproc"
 )
 
 // prepared holds the dialect's statements prepared on the pool, by text,
@@ -27,12 +29,12 @@ type preparedKey struct {
 // preparedSets are the prepared sets of this process: the drivers on one
 // database handle and table share one, so that 400 Lockers opened on one
 // URL keep each statement prepared once, not 400 times.
-var preparedSets perProcess[preparedKey, *prepared]
+var preparedSets perproc.Map[preparedKey, *prepared]
 
 // prepareShared returns the prepared set of d's database handle and
 // table, and the func that lets it go.
 func prepareShared(ctx context.Context, db *dbsql.DB, d *sqlDriver) (*prepared, func(), error) {
-	return preparedSets.get(ctx, preparedKey{db, d.cfg.table}, func() (*prepared, error) {
+	return preparedSets.Get(ctx, preparedKey{db, d.cfg.table}, func() (*prepared, error) {
 		return prepare(ctx, db, d.dialect), nil
 	}, (*prepared).close)
 }

@@ -4,6 +4,7 @@ import (
 	dbsql "database/sql"
 	"errors"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	gsqlite "github.com/libtnb/sqlite"
@@ -157,10 +158,9 @@ func TestSQLiteDriversShareTheirPreparedStatements(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = lb.Close()
-	preparedSets.mu.Lock()
-	_, left := preparedSets.m[preparedKey{db, DefaultTable}]
-	_, leftOther := preparedSets.m[preparedKey{db, "other_locks"}]
-	preparedSets.mu.Unlock()
+	keys := preparedSets.Keys()
+	left := slices.Contains(keys, preparedKey{db, DefaultTable})
+	leftOther := slices.Contains(keys, preparedKey{db, "other_locks"})
 	if left || leftOther {
 		t.Fatalf("a prepared set kept after its drivers closed: %v, %v", left, leftOther)
 	}

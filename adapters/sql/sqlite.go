@@ -12,6 +12,7 @@ import (
 	gsqlite "github.com/libtnb/sqlite"
 	"gorm.io/gorm"
 
+	"github.com/locker-go/locker/internal/perproc"
 	"github.com/locker-go/locker/internal/wait"
 )
 
@@ -190,7 +191,7 @@ type fileState struct {
 }
 
 // files are the fileStates of this process, by file and table.
-var files perProcess[string, *fileState]
+var files perproc.Map[string, *fileState]
 
 // localChannel is the hub's backend for in-process notification: nothing
 // to subscribe to, since releases in this process call Notify directly.
@@ -212,7 +213,7 @@ func sqliteSetup(ctx context.Context, d *sqlDriver) error {
 	if file == "" {
 		return fmt.Errorf("%w: an in-memory SQLite database is private to its connection: use a file", ErrInvalidOption)
 	}
-	f, release, err := files.get(ctx, file+"\x00"+d.cfg.table, func() (*fileState, error) {
+	f, release, err := files.Get(ctx, file+"\x00"+d.cfg.table, func() (*fileState, error) {
 		return &fileState{hub: wait.NewHub(localChannel{}), gate: make(chan struct{}, 1), local: newLocalQueue()}, nil
 	}, func(*fileState) {})
 	if err != nil {

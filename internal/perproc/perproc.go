@@ -1,41 +1,44 @@
-package sql
+// Package perproc holds what the Lockers of a process share per key: a
+// connection pool, a LISTEN connection, a client.
+package perproc
 
 import (
 	"context"
 	"sync"
 )
 
-// perProcess holds what the Lockers of this process share per key: a value
+// Map holds what the Lockers of this process share per key: a value
 // made by the first Locker that asks for it and closed after the last lets
 // it go. 400 Lockers opened on one URL then cost one connection pool and
 // one LISTEN connection, not 400 of each (a server allows a few hundred).
-type perProcess[K comparable, V any] struct {
+// The zero Map is empty and ready to use.
+type Map[K comparable, V any] struct {
 	mu sync.Mutex
-	m  map[K]*perProcessEntry[V]
+	m  map[K]*entry[V]
 }
 
-type perProcessEntry[V any] struct {
+type entry[V any] struct {
 	ready chan struct{} // closed once v or err is set
 	v     V
 	err   error
 	refs  int
 }
 
-// get returns key's value, made by open if no other Locker holds it, and
+// Get returns key's value, made by open if no other Locker holds it, and
 // the func that lets it go (once), closing it with shut after the last.
 // A caller that found another's open under way waits for it; should that
 // fail, the caller tries once more, so that a failure it reports is not
 // merely another caller's cancelled context.
-func (s *perProcess[K, V]) get(ctx context.Context, key K, open func() (V, error), shut func(V)) (V, func(), error) {
+func (s *Map[K, V]) Get(ctx context.Context, key K, open func() (V, error), shut func(V)) (V, func(), error) {
 	var zero V
 	for tried := false; ; {
 		s.mu.Lock()
 		if s.m == nil {
-			s.m = map[K]*perProcessEntry[V]{}
+			s.m = map[K]*entry[V]{}
 		}
 		e := s.m[key]
 		if e == nil {
-			e = &perProcessEntry[V]{ready: make(chan struct{})}
+			e = &entry[V]{ready: make(chan struct{})}
 			s.m[key] = e
 			s.mu.Unlock()
 			e.v, e.err = open()
@@ -75,7 +78,7 @@ func (s *perProcess[K, V]) get(ctx context.Context, key K, open func() (V, error
 }
 
 // release returns the func that lets e go, once.
-func (s *perProcess[K, V]) release(key K, e *perProcessEntry[V], shut func(V)) func() {
+func (s *Map[K, V]) release(key K, e *entry[V], shut func(V)) func() {
 	return sync.OnceFunc(func() {
 		s.mu.Lock()
 		last := e.refs == 1
@@ -87,4 +90,15 @@ func (s *perProcess[K, V]) release(key K, e *perProcessEntry[V], shut func(V)) f
 			shut(e.v)
 		}
 	})
+}
+
+// Keys are the keys held now, in no order.
+func (s *Map[K, V]) Keys() []K {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := make([]K, 0, len(s.m))
+	for k := range s.m {
+		keys = append(keys, k)
+	}
+	return keys
 }
