@@ -50,7 +50,11 @@
 // A hand-off is then the release's write and its watch event. A Locker's waits share one
 // watch stream, kept open from its first wait until Close by a watch of a
 // key nobody writes: the client closes a stream with its last watch, and
-// a stream per wait cost the server more than the wait's txns.
+// a stream per wait cost the server more than the wait's txns. The
+// Lockers that Open makes in one process on one URL (but for its path)
+// share one client, and with it the watches of their waiters' queues, so
+// that a queue's change reaches the process once; the client closes with
+// the last of them.
 // TryLock writes only into an empty queue, so a refusal leaves nothing. An
 // entry whose removal fails is retried by a background sweep until it is
 // gone or the Locker closes; one whose queueing txn got no answer, found

@@ -68,10 +68,11 @@ type etcdDriver struct {
 	sweeper sync.WaitGroup
 	started sync.Once // the sweep
 
-	names   *entryNames // its queue entries' names, reused (names.go)
-	offsets offsetCache // the fence offsets last seen on raised keys (floor.go)
-	anchor  anchor      // keeps the waiters' watch stream open (watchstream.go)
-	waits   waitWatches // the waiters' watches of their queues (queuewatch.go)
+	names   *entryNames  // its queue entries' names, reused (names.go)
+	offsets offsetCache  // the fence offsets last seen on raised keys (floor.go)
+	anchor  anchor       // keeps the waiters' watch stream open (watchstream.go)
+	waits   *waitWatches // the waiters' watches of their queues, shared by the Lockers of a client that Open made (queuewatch.go)
+	release func()       // lets go of the client that Open shared, if any
 	driver.Log
 }
 
@@ -109,7 +110,7 @@ func newDriver(client *clientv3.Client, opts ...Option) (*etcdDriver, error) {
 	return &etcdDriver{
 		config: c, client: client,
 		granting: make(chan struct{}, 1), ctx: ctx, stop: stop, kick: make(chan struct{}, 1),
-		shared: map[time.Duration]*etcdLease{}, orphans: map[*entry]struct{}{}, names: newEntryNames(),
+		shared: map[time.Duration]*etcdLease{}, orphans: map[*entry]struct{}{}, names: newEntryNames(), waits: &waitWatches{},
 	}, nil
 }
 
@@ -175,6 +176,9 @@ func (d *etcdDriver) Close(ctx context.Context) error {
 	d.sweep(ctx) // orphans on another Locker's entry outlive our leases
 	for _, e := range d.shared {
 		e.revoke(ctx)
+	}
+	if d.release != nil {
+		d.release()
 	}
 	if d.owned {
 		return d.client.Close()

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/locker-go/locker"
+	"github.com/locker-go/locker/internal/perproc"
 	"github.com/locker-go/locker/internal/urlx"
 )
 
@@ -39,26 +40,62 @@ const DefaultPort = "2379"
 //	cert=FILE, key=FILE  client certificate and key (both or neither)
 //	timeout=5s     per-call timeout (also the dial timeout)
 //
-// The returned Locker owns its client and closes it in Close. The cluster
-// is contacted once, so that an unreachable one is reported at once.
+// The Lockers of a process opened on one URL but for its path share one
+// client, closed with the last of them. The cluster is contacted once, so
+// that an unreachable one is reported at once.
 func Open(ctx context.Context, u *url.URL) (locker.Locker, error) {
+	d, err := openDriver(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	return d.locker(), nil
+}
+
+// openDriver is Open's driver.
+func openDriver(ctx context.Context, u *url.URL) (*etcdDriver, error) {
 	cfg, opts, err := parseURL(u)
 	if err != nil {
 		return nil, err
 	}
-	client, err := clientv3.New(cfg)
+	sc, release, err := clients.Get(ctx, clientKey(u), func() (*sharedClient, error) {
+		c, err := clientv3.New(cfg)
+		return &sharedClient{client: c}, err
+	}, func(sc *sharedClient) { _ = sc.client.Close() })
 	if err != nil {
 		return nil, locker.Unavailable(fmt.Errorf("locker/etcd: connect to %s: %w", urlx.Redact(u), err))
 	}
-	d, err := newDriver(client, append(opts, WithCloseClient())...)
-	if err == nil { // the client connects lazily: make one linearizable read
+	d, err := newDriver(sc.client, opts...)
+	if err == nil {
+		d.waits, d.release = &sc.waits, release
+		// the client connects lazily: make one linearizable read
 		_, err = d.txn(ctx, urlx.Redact(u), nil, []clientv3.Op{clientv3.OpGet(d.prefix)})
 	}
 	if err != nil {
-		client.Close()
+		release()
 		return nil, err
 	}
-	return d.locker(), nil
+	return d, nil
+}
+
+// clients are the etcd clients of this process's Lockers opened by URL,
+// by the URL without its path (each Locker's key prefix): 400 Lockers
+// opened on one cluster cost one client, one connection, and one watch of
+// each queue their waiters wait on (queuewatch.go), not 400 of each. A
+// client closes with the last of its Lockers.
+var clients perproc.Map[string, *sharedClient]
+
+// sharedClient is a client of Lockers opened by URL, and the watches of
+// queues that their waiters share.
+type sharedClient struct {
+	client *clientv3.Client
+	waits  waitWatches
+}
+
+// clientKey is what Lockers opened on u share a client by: u but its path.
+func clientKey(u *url.URL) string {
+	c := *u
+	c.Path, c.RawPath, c.Fragment, c.RawFragment = "", "", "", ""
+	return c.String()
 }
 
 // parseURL turns an etcd URL into a client config and Locker options. Its

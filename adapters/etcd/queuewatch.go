@@ -30,6 +30,16 @@ import (
 // semaphore's waiter, which hears every deletion of its queue anyway,
 // always uses it.
 
+// The Lockers that Open made in one process on one URL share a client
+// (clients, open.go) and with it these watches: a queue's change then
+// reaches the process once, where a watch per Locker brought it once to
+// each, every one a stream the server serves on the hand-off's path (8
+// Lockers of a process contending on one key: 622–625 hand-offs a second
+// with a watch each, 675–685 sharing them). A shared watch runs in the
+// Locker that set it up and ends with its Close: the waiters of the others
+// then read the queue and listen again, as after any broken watch. A
+// Locker made by New keeps its watches to itself.
+
 // nearHead is how many entries may be before a waiter that uses the
 // Locker's watch of the queue.
 const nearHead = 8
@@ -90,7 +100,7 @@ func (d *etcdDriver) watchQueue(prefix string) *waitWatch {
 		d.waits.m = map[string]*waitWatch{}
 	}
 	ctx, cancel := context.WithCancel(d.watchCtx(d.ctx))
-	w := &waitWatch{ww: &d.waits, prefix: prefix, cancel: cancel, subs: map[chan clientv3.WatchResponse]struct{}{}}
+	w := &waitWatch{ww: d.waits, prefix: prefix, cancel: cancel, subs: map[chan clientv3.WatchResponse]struct{}{}}
 	d.waits.m[prefix] = w
 	d.sweeper.Go(func() { // Close waits for it: its ctx ends with d.ctx
 		// Watch blocks while the client has no stream (etcd out of
