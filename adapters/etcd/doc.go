@@ -39,9 +39,10 @@
 // txn, and hold together), and waits for its predecessor alone (no herd;
 // a semaphore's waiter hears its key's releases, but reads only once one
 // admits it). A Locker's waiters near the head of a queue hear its
-// changes through one watch, kept 1 s past the last of them: etcd
-// serves a watch set up while writes land late (every 100 ms), which with
-// a watch per wait delayed one hand-off in fifty or so (queuewatch.go);
+// changes through one watch (their client's: see below), kept 1 s past
+// the last of them: etcd serves a watch set up while writes land late
+// (every 100 ms), which with a watch per wait delayed one hand-off in
+// fifty or so (queuewatch.go);
 // one further back watches its predecessor alone. A waiter near the head
 // holds the key, with no read, once the watch showed every entry before
 // it that its mode excludes gone, its own not gone, and no entry

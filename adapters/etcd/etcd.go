@@ -168,7 +168,8 @@ func (d *etcdDriver) fail(ctx context.Context, key string, err error) error {
 
 // Close stops the background sweep after one last pass, revokes the shared
 // etcd leases (dropping any entry left on them) and, if it owns the
-// client, closes it. The portable Locker has released every hold, and
+// client, closes it; a client that Open shares closes after its last
+// Locker. The portable Locker has released every hold, and
 // ended every call, by then.
 func (d *etcdDriver) Close(ctx context.Context) error {
 	d.stop()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -40,9 +41,11 @@ const DefaultPort = "2379"
 //	cert=FILE, key=FILE  client certificate and key (both or neither)
 //	timeout=5s     per-call timeout (also the dial timeout)
 //
-// The Lockers of a process opened on one URL but for its path share one
-// client, closed with the last of them. The cluster is contacted once, so
-// that an unreachable one is reported at once.
+// The Lockers of a process opened on the same URL but for its path (the
+// same parameters, in the same order) share one client, and the watches
+// of the queues that their waiters near the head wait on; the client
+// closes with the last of them. The cluster is contacted once, so that an
+// unreachable one is reported at once.
 func Open(ctx context.Context, u *url.URL) (locker.Locker, error) {
 	d, err := openDriver(ctx, u)
 	if err != nil {
@@ -58,9 +61,8 @@ func openDriver(ctx context.Context, u *url.URL) (*etcdDriver, error) {
 		return nil, err
 	}
 	sc, release, err := clients.Get(ctx, clientKey(u), func() (*sharedClient, error) {
-		c, err := clientv3.New(cfg)
-		return &sharedClient{client: c}, err
-	}, func(sc *sharedClient) { _ = sc.client.Close() })
+		return newSharedClient(cfg)
+	}, (*sharedClient).close)
 	if err != nil {
 		return nil, locker.Unavailable(fmt.Errorf("locker/etcd: connect to %s: %w", urlx.Redact(u), err))
 	}
@@ -85,10 +87,30 @@ func openDriver(ctx context.Context, u *url.URL) (*etcdDriver, error) {
 var clients perproc.Map[string, *sharedClient]
 
 // sharedClient is a client of Lockers opened by URL, and the watches of
-// queues that their waiters share.
+// queues that their waiters share, which live as long as the client.
 type sharedClient struct {
 	client *clientv3.Client
 	waits  waitWatches
+	stop   context.CancelFunc // ends the watches
+	run    sync.WaitGroup     // the watches' goroutines
+}
+
+func newSharedClient(cfg clientv3.Config) (*sharedClient, error) {
+	c, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	sc := &sharedClient{client: c, stop: stop}
+	sc.waits.ctx, sc.waits.run = ctx, &sc.run
+	return sc, nil
+}
+
+// close ends the watches, then the client, after the last Locker closed.
+func (sc *sharedClient) close() {
+	sc.stop()
+	sc.run.Wait()
+	_ = sc.client.Close() // nobody is left to tell
 }
 
 // clientKey is what Lockers opened on u share a client by: u but its path.

@@ -30,15 +30,15 @@ import (
 // semaphore's waiter, which hears every deletion of its queue anyway,
 // always uses it.
 
-// The Lockers that Open made in one process on one URL share a client
-// (clients, open.go) and with it these watches: a queue's change then
-// reaches the process once, where a watch per Locker brought it once to
-// each, every one a stream the server serves on the hand-off's path (8
-// Lockers of a process contending on one key: 622–625 hand-offs a second
-// with a watch each, 675–685 sharing them). A shared watch runs in the
-// Locker that set it up and ends with its Close: the waiters of the others
-// then read the queue and listen again, as after any broken watch. A
-// Locker made by New keeps its watches to itself.
+// The Lockers that Open made in one process on one URL (but for its path)
+// share a client (clients, open.go) and with it these watches: a queue's
+// change then reaches the process once, where a watch per Locker brought
+// it once to each, every one a stream the server serves on the hand-off's
+// path (8 Lockers of a process contending on one key: 622–625 hand-offs a
+// second with a watch each, 675–685 sharing them). A shared watch belongs
+// to the client, not to the Locker that set it up: it ends after its
+// linger, or when it breaks, or with the client after the last Locker.
+// A Locker made by New keeps its watches to itself.
 
 // nearHead is how many entries may be before a waiter that uses the
 // Locker's watch of the queue.
@@ -48,11 +48,17 @@ const nearHead = 8
 // key waited for again and again keeps one watch.
 const linger = time.Second
 
-// waitWatches are a Locker's shared watches, by queue prefix.
+// waitWatches are a Locker's shared watches, by queue prefix, or those
+// of the Lockers that share a client (clients, open.go).
 type waitWatches struct {
 	mu     sync.Mutex
 	m      map[string]*waitWatch
 	linger time.Duration // linger, or a test's
+	// ctx and run, where a client's Lockers share the watches, are their
+	// context and the group that runs them, which end with the client;
+	// else the Locker's own (its ctx and sweeper).
+	ctx context.Context
+	run *sync.WaitGroup
 }
 
 // waitWatch is one watch of a queue's changes, and the waiters hearing it.
@@ -99,10 +105,14 @@ func (d *etcdDriver) watchQueue(prefix string) *waitWatch {
 	if d.waits.m == nil {
 		d.waits.m = map[string]*waitWatch{}
 	}
-	ctx, cancel := context.WithCancel(d.watchCtx(d.ctx))
+	base, run := d.ctx, &d.sweeper
+	if d.waits.ctx != nil { // the client's, not this Locker's: it outlives the Locker's Close
+		base, run = d.waits.ctx, d.waits.run
+	}
+	ctx, cancel := context.WithCancel(d.watchCtx(base))
 	w := &waitWatch{ww: d.waits, prefix: prefix, cancel: cancel, subs: map[chan clientv3.WatchResponse]struct{}{}}
 	d.waits.m[prefix] = w
-	d.sweeper.Go(func() { // Close waits for it: its ctx ends with d.ctx
+	run.Go(func() { // Close (or the client's last) waits for it: its ctx ends with base
 		// Watch blocks while the client has no stream (etcd out of
 		// reach): not in a waiter's call, whose ctx would not end it.
 		w.serve(d.client.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCreatedNotify()))

@@ -2,7 +2,6 @@ package etcd
 
 import (
 	"crypto/rand"
-	"slices"
 	"testing"
 	"time"
 
@@ -14,33 +13,27 @@ import (
 
 // Lockers opened on one URL but for the path share a client and the
 // watches of their waiters' queues: a queue's change reaches the process
-// once. The watch runs in the Locker that set it up; when that one
-// closes, the others' waiters are told (their channel closes) and listen
-// again on a watch of their own. The client closes with the last Locker;
-// another URL (here another timeout) has a client of its own.
+// once. A shared watch belongs to the client, not to the Locker that set
+// it up: it goes on serving the others' waiters when that one closes, and
+// ends with the client, after the last Locker on the URL. Another URL
+// (here another timeout) has a client of its own.
 func TestLockersOnOneURLShareAClient(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	u := testenv.URL(t, "LOCKER_TEST_ETCD")
-	q := u.Query()
-	q.Set("timeout", "4321ms") // a client no other test shares
-	u.RawQuery = q.Encode()
-	open := func(path string) *etcdDriver {
+	withTimeout := func(path, timeout string) *etcdDriver {
 		v := *u
 		v.Path = path
+		q := v.Query()
+		q.Set("timeout", timeout) // a client no other test shares
+		v.RawQuery = q.Encode()
 		d, err := openDriver(ctx, &v)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return d
 	}
-	a, b := open("/share-a"), open("/share-a")
-	other := *u
-	other.RawQuery = "timeout=4322ms"
-	c, err := openDriver(ctx, &other)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, c := withTimeout("/share-a", "4321ms"), withTimeout("/share-b", "4321ms"), withTimeout("/share-a", "4322ms")
 	la, lb, lc := a.locker(), b.locker(), c.locker()
 	t.Cleanup(func() { la.Close(); lb.Close(); lc.Close() })
 	if a.client != b.client || a.waits != b.waits || c.client == a.client || c.waits == a.waits {
@@ -48,8 +41,7 @@ func TestLockersOnOneURLShareAClient(t *testing.T) {
 			a.client == b.client, a.client == c.client, a.waits == b.waits, a.waits == c.waits)
 	}
 	queue := a.queue(driver.Plain, "share-"+rand.Text())
-	wa, leaveA := a.listen(queue)
-	defer leaveA()
+	wa, leaveA := a.listen(queue) // a sets the watch up
 	wb, leaveB := b.listen(queue)
 	defer leaveB()
 	next(t, wa)
@@ -66,25 +58,25 @@ func TestLockersOnOneURLShareAClient(t *testing.T) {
 	if resp := next(t, wb); len(resp.Events) != 1 {
 		t.Fatalf("b's waiter heard %+v, want the put", resp)
 	}
-	if err := la.Close(); err != nil { // its watch ends with it
+	leaveA()
+	if err := la.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ended(t, wb)                 // b's waiter is told
-	wb, leaveB = b.listen(queue) // a watch of b's own, on the client b still holds
-	defer leaveB()
-	next(t, wb)
 	if _, err := b.client.Delete(ctx, queue+"e"); err != nil {
 		t.Fatal(err)
 	}
-	if resp := next(t, wb); len(resp.Events) != 1 {
+	if resp := next(t, wb); len(resp.Events) != 1 { // the same watch, after a closed
 		t.Fatalf("b's waiter heard %+v after a closed, want the delete", resp)
 	}
-	key := clientKey(u)
 	if err := lb.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if slices.Contains(clients.Keys(), key) {
+	ended(t, wb) // the client's watches end with it
+	if a.client.Ctx().Err() == nil {
 		t.Fatal("the client outlived the last Locker on its URL")
+	}
+	if _, err := c.client.Get(ctx, queue); err != nil {
+		t.Fatalf("another URL's client, after the first's closed: %v", err)
 	}
 }
 

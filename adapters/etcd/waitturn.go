@@ -67,7 +67,7 @@ func (en *entry) watchFor(ctx context.Context, pred *mvccpb.KeyValue) (clientv3.
 }
 
 // nearHead reports whether en queued with at most nearHead entries before
-// it: it waits on its Locker's watch of the queue, and its creating txn
+// it: it waits on its Locker's (its client's) watch of the queue, and its creating txn
 // read every entry before it.
 func (en *entry) nearHead() bool { return en.ahead <= nearHead }
 

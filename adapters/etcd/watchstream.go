@@ -14,7 +14,7 @@ import (
 // the same metadata, and ends that stream when its last watch ends. A
 // waiter's watch lives for one hand-off, so without more each wait would
 // open a gRPC stream and close it again (the server counted one stream
-// per wait; with the anchor, one per Locker). A watch of a key nobody
+// per wait; with the anchor, one per client). A watch of a key nobody
 // writes, from the first wait until Close, keeps the stream of the
 // waiters' contexts (WithRequireLeader) open.
 

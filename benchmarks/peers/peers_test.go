@@ -47,8 +47,10 @@ func compare(b *testing.B, roundTrip func(context.Context) error, subjects ...su
 	}
 }
 
-// ours opens our adapter for rawURL: each call is a new client, as in the
-// adapters' own benchmarks.
+// ours opens our adapter for rawURL: each call is a new Locker, as in the
+// adapters' own benchmarks (a Locker of its own client, but on etcd, whose
+// Lockers of one process on one URL share theirs, and on the SQL
+// databases, whose share a pool).
 func ours(rawURL string) subject {
 	return subject{name: "ours", newLocker: func(tb testing.TB) locker.Locker {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -111,7 +113,8 @@ func BenchmarkRedlock(b *testing.B) {
 // and with the least a hand-off through a watch costs (etcd-watch-floor),
 // that with each waiter's place in etcd (etcd-queued-floor), that with an
 // owner-checked release txn that hands the key over (etcd-inbox-floor),
-// and that with every client watching the queue, as ours (etcd-fanout-floor).
+// and that with every client watching the queue, as ours did while each
+// Locker had its own client (etcd-fanout-floor).
 // Round trip: a Get.
 func BenchmarkEtcd(b *testing.B) {
 	u := testenv.URL(b, "LOCKER_TEST_ETCD")
