@@ -49,15 +49,7 @@ func BenchmarkMySQL(b *testing.B) {
 // its holder, fence and queue in the same database; no lock that keeps
 // its holder in a table hands it over with less.
 func rowFloorClient(tb testing.TB, u *url.URL) locker.Locker {
-	db := myConn(tb, u, "")
-	if _, err := db.Exec("CREATE TABLE IF NOT EXISTS peers_floor_row (id VARBINARY(64) PRIMARY KEY, n BIGINT NOT NULL) ENGINE=InnoDB"); err != nil {
-		tb.Fatal(err)
-	}
-	id, granted := localWaiter(tb)
-	if _, err := db.Exec("INSERT INTO peers_floor_row (id, n) VALUES (?, 0)", id); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _, _ = db.Exec("DELETE FROM peers_floor_row WHERE id = ?", id) })
+	db, id, granted := myFloorConn(tb, u, "")
 	return floorClient(floorSignal{
 		id:  id,
 		arm: func(context.Context) (func(context.Context) error, error) { return receive(granted), nil },
@@ -79,22 +71,7 @@ func rowFloorClient(tb testing.TB, u *url.URL) locker.Locker {
 // Ours writes the same three rows a hand-off, and reads the queue's head
 // besides.
 func myFencedFloorClient(tb testing.TB, u *url.URL) locker.Locker {
-	db := myConn(tb, u, "&multiStatements=true")
-	for _, q := range []string{
-		"CREATE TABLE IF NOT EXISTS peers_floor_row (id VARBINARY(64) PRIMARY KEY, n BIGINT NOT NULL) ENGINE=InnoDB",
-		"CREATE TABLE IF NOT EXISTS peers_floor_place (id VARBINARY(64) PRIMARY KEY) ENGINE=InnoDB",
-		"CREATE TABLE IF NOT EXISTS peers_floor_fence (id TINYINT PRIMARY KEY, v BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB",
-		"INSERT IGNORE INTO peers_floor_fence (id, v) VALUES (1, 0)",
-	} {
-		if _, err := db.Exec(q); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	id, granted := localWaiter(tb)
-	if _, err := db.Exec("INSERT INTO peers_floor_row (id, n) VALUES (?, 0)", id); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _, _ = db.Exec("DELETE FROM peers_floor_row WHERE id = ?", id) })
+	db, id, granted := myFloorConn(tb, u, "&multiStatements=true")
 	return floorClient(floorSignal{
 		id: id,
 		arm: func(ctx context.Context) (func(context.Context) error, error) {
@@ -113,6 +90,29 @@ func myFencedFloorClient(tb testing.TB, u *url.URL) locker.Locker {
 			return wakeLocal(next)
 		},
 	})
+}
+
+// myFloorConn is a MySQL floor client's connection (with the DSN's
+// parameters more), the floors' tables made, and its id (its row made)
+// and wake-up (localWaiter).
+func myFloorConn(tb testing.TB, u *url.URL, more string) (*sql.DB, string, <-chan struct{}) {
+	db := myConn(tb, u, more)
+	for _, q := range []string{
+		"CREATE TABLE IF NOT EXISTS peers_floor_row (id VARBINARY(64) PRIMARY KEY, n BIGINT NOT NULL) ENGINE=InnoDB",
+		"CREATE TABLE IF NOT EXISTS peers_floor_place (id VARBINARY(64) PRIMARY KEY) ENGINE=InnoDB",
+		"CREATE TABLE IF NOT EXISTS peers_floor_fence (id TINYINT PRIMARY KEY, v BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB",
+		"INSERT IGNORE INTO peers_floor_fence (id, v) VALUES (1, 0)",
+	} {
+		if _, err := db.Exec(q); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	id, granted := localWaiter(tb)
+	if _, err := db.Exec("INSERT INTO peers_floor_row (id, n) VALUES (?, 0)", id); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _, _ = db.Exec("DELETE FROM peers_floor_row WHERE id = ?", id) })
+	return db, id, granted
 }
 
 // oursApart is our adapter on a pool of its own, as in a process of its
