@@ -107,11 +107,13 @@ func newDriver(client *clientv3.Client, opts ...Option) (*etcdDriver, error) {
 		return nil, fmt.Errorf("locker/etcd: request timeout %v is not positive", c.timeout)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &etcdDriver{
+	d := &etcdDriver{
 		config: c, client: client,
 		granting: make(chan struct{}, 1), ctx: ctx, stop: stop, kick: make(chan struct{}, 1),
-		shared: map[time.Duration]*etcdLease{}, orphans: map[*entry]struct{}{}, names: newEntryNames(), waits: &waitWatches{},
-	}, nil
+		shared: map[time.Duration]*etcdLease{}, orphans: map[*entry]struct{}{}, names: newEntryNames(),
+	}
+	d.waits = &waitWatches{ctx: ctx, run: &d.sweeper} // its own, unless Open shares a client's
+	return d, nil
 }
 
 // queue is the etcd key prefix holding key's entries, one per holder or waiter.

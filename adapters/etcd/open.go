@@ -81,9 +81,9 @@ func openDriver(ctx context.Context, u *url.URL) (*etcdDriver, error) {
 
 // clients are the etcd clients of this process's Lockers opened by URL,
 // by the URL without its path (each Locker's key prefix): 400 Lockers
-// opened on one cluster cost one client, one connection, and one watch of
-// each queue their waiters wait on (queuewatch.go), not 400 of each. A
-// client closes with the last of its Lockers.
+// opened on one cluster cost one client and one connection, and their
+// waiters near the head of a queue one watch of it (queuewatch.go), not
+// 400 of each. A client closes with the last of its Lockers.
 var clients perproc.Map[string, *sharedClient]
 
 // sharedClient is a client of Lockers opened by URL, and the watches of

@@ -34,8 +34,8 @@ import (
 // share a client (clients, open.go) and with it these watches: a queue's
 // change then reaches the process once, where a watch per Locker brought
 // it once to each, every one a stream the server serves on the hand-off's
-// path (8 Lockers of a process contending on one key: 622–625 hand-offs a
-// second with a watch each, 675–685 sharing them). A shared watch belongs
+// path (8 Lockers of a process contending on one key: 602–630 hand-offs a
+// second with a client each, 654–684 sharing one). A shared watch belongs
 // to the client, not to the Locker that set it up: it ends after its
 // linger, or when it breaks, or with the client after the last Locker.
 // A Locker made by New keeps its watches to itself.
@@ -54,9 +54,9 @@ type waitWatches struct {
 	mu     sync.Mutex
 	m      map[string]*waitWatch
 	linger time.Duration // linger, or a test's
-	// ctx and run, where a client's Lockers share the watches, are their
-	// context and the group that runs them, which end with the client;
-	// else the Locker's own (its ctx and sweeper).
+	// ctx and run are the watches' context and the group that runs them:
+	// the Locker's own (its ctx and sweeper, which its Close ends and
+	// waits for), or, shared, the client's, which end after its last Locker.
 	ctx context.Context
 	run *sync.WaitGroup
 }
@@ -105,14 +105,10 @@ func (d *etcdDriver) watchQueue(prefix string) *waitWatch {
 	if d.waits.m == nil {
 		d.waits.m = map[string]*waitWatch{}
 	}
-	base, run := d.ctx, &d.sweeper
-	if d.waits.ctx != nil { // the client's, not this Locker's: it outlives the Locker's Close
-		base, run = d.waits.ctx, d.waits.run
-	}
-	ctx, cancel := context.WithCancel(d.watchCtx(base))
+	ctx, cancel := context.WithCancel(d.watchCtx(d.waits.ctx))
 	w := &waitWatch{ww: d.waits, prefix: prefix, cancel: cancel, subs: map[chan clientv3.WatchResponse]struct{}{}}
 	d.waits.m[prefix] = w
-	run.Go(func() { // Close (or the client's last) waits for it: its ctx ends with base
+	d.waits.run.Go(func() { // waited for as its ctx ends (see waitWatches)
 		// Watch blocks while the client has no stream (etcd out of
 		// reach): not in a waiter's call, whose ctx would not end it.
 		w.serve(d.client.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCreatedNotify()))
