@@ -14,6 +14,7 @@ import (
 
 	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/driver"
+	"github.com/locker-go/locker/internal/backoff"
 	"github.com/locker-go/locker/internal/rediskey"
 )
 
@@ -40,17 +41,34 @@ type holderRecord struct {
 }
 
 // Status returns the S, X or L holders of key in space that hold it on a
-// quorum of masters, or ErrNotHeld.
+// quorum of masters, or ErrNotHeld. A holder with a record above the
+// fence its quorum shows may be a grant whose fence is being claimed
+// (votes.fence: until the claim lands, a quorum shows lower counts, and
+// the grant's fence is the largest), or one whose late masters counted
+// past it and have yet to learn it: the masters are read again, a few
+// times, settleWait apart, until they agree (an observer that took the
+// lower count would name the new leader by a term it never had).
 func (d *redlock) Status(ctx context.Context, space driver.Space, key string) (locker.LockInfo, error) {
-	now, n := time.Now(), name{space, key}
-	res := each(ctx, d, adminTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) (*masterStatus, error) {
-		v, err := statusScript.Run(ctx, c, d.adminKeys(n)).Slice()
-		if err != nil {
-			return nil, err
+	n := name{space, key}
+	read := func() []result[*masterStatus] {
+		now := time.Now()
+		return each(ctx, d, adminTimeout, func(ctx context.Context, _ int, c goredis.UniversalClient) (*masterStatus, error) {
+			v, err := statusScript.Run(ctx, c, d.adminKeys(n)).Slice()
+			if err != nil {
+				return nil, err
+			}
+			return parseStatus(v, now), nil
+		})
+	}
+	res := read()
+	info, held, settling := d.merge(n, res)
+	for tries := 0; settling && tries < settleReads; tries++ {
+		if err := d.settlePause(ctx); err != nil {
+			return locker.LockInfo{}, fmt.Errorf("locker/redlock: status of %q: %w", key, err)
 		}
-		return parseStatus(v, now), nil
-	})
-	info, held := d.merge(n, res)
+		res = read()
+		info, held, settling = d.merge(n, res)
+	}
 	if held {
 		return info, nil
 	}
@@ -95,12 +113,30 @@ func parseStatus(v []any, now time.Time) *masterStatus {
 	return st
 }
 
+// settleReads and settleWait bound Status's reads again while a holder's
+// fence is settling: a claim lands within a round trip or two.
+const (
+	settleReads = 3
+	settleWait  = 5 * time.Millisecond
+)
+
+// pauseFor is a pause of d, or until ctx ends (its error).
+func pauseFor(d time.Duration) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		if !backoff.Sleep(ctx, d) {
+			return ctx.Err()
+		}
+		return nil
+	}
+}
+
 // merge is the lock that the masters' records make: the holders recorded
 // on a quorum (Exclusive if one of them is, else Limited if one is, with
 // the Limit most masters report), each with the largest fence and hold
 // count, lapsing when fewer than a quorum of its records remain; and the
-// waiting marks a quorum has.
-func (d *redlock) merge(n name, res []result[*masterStatus]) (locker.LockInfo, bool) {
+// waiting marks a quorum has. settling: a holder has a record above the
+// fence merged (see Status).
+func (d *redlock) merge(n name, res []result[*masterStatus]) (info locker.LockInfo, held, settling bool) {
 	type who struct {
 		mode  driver.Mode
 		owner string
@@ -120,20 +156,22 @@ func (d *redlock) merge(n name, res []result[*masterStatus]) (locker.LockInfo, b
 			recs[who{h.mode, h.Owner}] = append(recs[who{h.mode, h.Owner}], h.Holder)
 		}
 	}
-	info := locker.LockInfo{Key: n.key, Space: n.space, Mode: driver.Shared}
+	info = locker.LockInfo{Key: n.key, Space: n.space, Mode: driver.Shared}
 	for w, hs := range recs {
 		if len(hs) < d.quorum {
 			continue
 		}
+		h := mergeHolder(hs, d.quorum)
+		settling = settling || slices.ContainsFunc(hs, func(r driver.Holder) bool { return r.Fence > h.Fence })
 		if outranks(w.mode, info.Mode) {
 			info.Mode, info.Holders = w.mode, nil
 		}
 		if w.mode == info.Mode {
-			info.Holders = append(info.Holders, mergeHolder(hs, d.quorum))
+			info.Holders = append(info.Holders, h)
 		}
 	}
 	if len(info.Holders) == 0 {
-		return info, false
+		return info, false, settling
 	}
 	if info.Mode == driver.Limited {
 		info.Limit = mostReported(limits)
@@ -145,7 +183,7 @@ func (d *redlock) merge(n name, res []result[*masterStatus]) (locker.LockInfo, b
 		slices.Sort(marks)
 		info.Waiters = marks[len(marks)-d.quorum]
 	}
-	return info, true
+	return info, true, settling
 }
 
 // outranks reports whether holders in mode m name a key's mode over those

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -284,5 +285,63 @@ func TestStatusFenceIsTheQuorums(t *testing.T) {
 		if got := mergeHolder(recs, 3).Fence; got != c.want {
 			t.Errorf("records with fences %v: Status says %d, want %d", c.fences, got, c.want)
 		}
+	}
+}
+
+// A Status read while a grant's fence is settling, a quorum of its
+// records at the counts the masters drew and two at the larger fence
+// that the grant takes (votes.fence claims it), reads the masters again
+// until they agree, rather than name the holder by a count it never had:
+// an election's observer once saw its new leader so.
+func TestStatusReadsAgainWhileAFenceSettles(t *testing.T) {
+	l, clients := plainLocker(t)
+	ctx := t.Context()
+	key := uniqueKey(t, "settle")
+	lease, err := l.Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Unlock(ctx)
+	anchor := l.anchor(name{driver.Plain, key})
+	fields, err := clients[0].HGetAll(ctx, anchor).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var field string
+	for f := range fields {
+		if strings.HasPrefix(f, "f0") {
+			field = f
+		}
+	}
+	if field == "" {
+		t.Fatalf("no Exclusive holder's fence among %v", fields)
+	}
+	f := lease.Fence()
+	setFence := func(fence uint64, cs ...goredis.UniversalClient) {
+		for _, c := range cs {
+			if err := c.HSet(ctx, anchor, field, fence).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	setFence(f, clients[:3]...)   // the counts a quorum drew (a fresh key's differ: set)
+	setFence(f+3, clients[3:]...) // the claim's target, on two masters so far
+	pauses := 0
+	l.settlePause = func(context.Context) error {
+		pauses++
+		setFence(f+3, clients[:3]...) // the claim lands
+		return nil
+	}
+	info, err := l.Status(ctx, driver.Plain, key)
+	if err != nil || info.Fence != f+3 || pauses != 1 {
+		t.Fatalf("Status while the fence settled: fence %d (%v) after %d pauses; want %d after one", info.Fence, err, pauses, f+3)
+	}
+	// The counts of late masters above the fence on a quorum, which they
+	// have yet to learn, keep the reads going but a bounded few times.
+	setFence(f+9, clients[4])
+	pauses = 0
+	l.settlePause = func(context.Context) error { pauses++; return nil }
+	if info, err := l.Status(ctx, driver.Plain, key); err != nil || info.Fence != f+3 || pauses != settleReads {
+		t.Fatalf("Status with a late master past the fence: %d (%v) after %d pauses; want %d after %d", info.Fence, err, pauses, f+3, settleReads)
 	}
 }

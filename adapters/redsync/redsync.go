@@ -104,6 +104,10 @@ type redlock struct {
 	stop      context.Context
 	halt      context.CancelFunc // at Close of a Locker that owns its clients: retries give up
 
+	// settlePause is Status's pause before it reads again while a fence
+	// settles (settleWait, or a test's)
+	settlePause func(ctx context.Context) error
+
 	listening sync.Once  // the masters' subscriptions started
 	mu        sync.Mutex // guards changed and the masters' live
 	changed   chan struct{}
@@ -149,6 +153,7 @@ func newDriver(clients []goredis.UniversalClient, opts ...Option) (*redlock, err
 	}
 	d := &redlock{cfg: cfg, id: rand.Text(), quorum: len(clients)/2 + 1, news: news{need: len(clients)/2 + 1, keys: map[string]*keyNews{}}, changed: make(chan struct{})}
 	d.stop, d.halt = context.WithCancel(context.Background())
+	d.settlePause = pauseFor(settleWait)
 	for i, c := range clients {
 		m := &master{client: c, index: i, name: fmt.Sprint(i)}
 		if o, ok := c.(interface{ Options() *goredis.Options }); ok {
