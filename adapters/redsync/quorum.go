@@ -60,10 +60,10 @@ func eachUntil[T any](ctx context.Context, d *redlock, timeout time.Duration, fn
 	calls, cancel := context.WithTimeout(base, timeout)
 	ch := make(chan reply[T], len(d.masters))
 	for i, m := range d.masters {
-		go func() {
+		d.crew.run(func() {
 			v, err := fn(calls, i, m.client)
 			ch <- reply[T]{i, result[T]{v, err}}
-		}()
+		})
 	}
 	res = make([]result[T], len(d.masters))
 	for i := range res {

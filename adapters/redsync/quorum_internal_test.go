@@ -16,7 +16,7 @@ import (
 // already sent might yet run on its master after the undo sent on
 // another connection, and leave a hold or a mark behind it.
 func TestRoundCutShortByTheCallerKeepsItsCalls(t *testing.T) {
-	d := &redlock{masters: []*master{{}, {}, {}}}
+	d := &redlock{masters: []*master{{}, {}, {}}, crew: newCrew(crewIdle)}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	release, outlived := make(chan struct{}), make(chan bool, 1)
@@ -49,7 +49,7 @@ func TestRoundCutShortByTheCallerKeepsItsCalls(t *testing.T) {
 // round end with its caller's ctx, as do a kept round's whose caller had
 // given up before it began: nothing runs on for a caller that is gone.
 func TestRoundEndsItsCallsWithoutKeep(t *testing.T) {
-	d := &redlock{masters: []*master{{}, {}, {}}}
+	d := &redlock{masters: []*master{{}, {}, {}}, crew: newCrew(crewIdle)}
 	gone, stop := context.WithCancel(t.Context())
 	stop()
 	cut := make(chan bool, len(d.masters))

@@ -98,6 +98,7 @@ type redlock struct {
 	stamped   atomic.Int64   // the last waiter's stamp (nextStamp)
 	id        string         // names the channel of the hand-offs to this driver's calls (handoff.go)
 	mastersID string         // the masters, named in order (mastersOf): a hand-off here needs the same (handHere)
+	crew      *crew          // runs a round's calls (crew.go)
 	bg        sync.WaitGroup // background work (goBG): late replies, release retries
 	bgMu      sync.Mutex     // guards closed, and bg's Add against Close's Wait
 	closed    bool
@@ -151,7 +152,7 @@ func newDriver(clients []goredis.UniversalClient, opts ...Option) (*redlock, err
 	case cfg.driftFactor < 0 || cfg.driftFactor >= 0.5:
 		return nil, fmt.Errorf("%w: drift factor %v is outside [0, 0.5)", ErrInvalidOption, cfg.driftFactor)
 	}
-	d := &redlock{cfg: cfg, id: rand.Text(), quorum: len(clients)/2 + 1, news: news{need: len(clients)/2 + 1, keys: map[string]*keyNews{}}, changed: make(chan struct{})}
+	d := &redlock{cfg: cfg, id: rand.Text(), quorum: len(clients)/2 + 1, news: news{need: len(clients)/2 + 1, keys: map[string]*keyNews{}}, changed: make(chan struct{}), crew: newCrew(crewIdle)}
 	d.stop, d.halt = context.WithCancel(context.Background())
 	d.settlePause = pauseFor(settleWait)
 	for i, c := range clients {
@@ -229,6 +230,7 @@ func (d *redlock) Close(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 	}
+	d.crew.stop()
 	d.listening.Do(func() {}) // no subscription starts after this
 	var errs []error
 	for _, m := range d.masters {
