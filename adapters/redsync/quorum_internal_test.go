@@ -17,6 +17,7 @@ import (
 // another connection, and leave a hold or a mark behind it.
 func TestRoundCutShortByTheCallerKeepsItsCalls(t *testing.T) {
 	d := &redlock{masters: []*master{{}, {}, {}}, crew: newCrew(crewIdle)}
+	defer d.crew.stop()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	release, outlived := make(chan struct{}), make(chan bool, 1)
@@ -50,6 +51,7 @@ func TestRoundCutShortByTheCallerKeepsItsCalls(t *testing.T) {
 // given up before it began: nothing runs on for a caller that is gone.
 func TestRoundEndsItsCallsWithoutKeep(t *testing.T) {
 	d := &redlock{masters: []*master{{}, {}, {}}, crew: newCrew(crewIdle)}
+	defer d.crew.stop()
 	gone, stop := context.WithCancel(t.Context())
 	stop()
 	cut := make(chan bool, len(d.masters))

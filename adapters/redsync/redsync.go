@@ -216,6 +216,7 @@ func (d *redlock) Listening() bool {
 // them. First it waits, until ctx ends, for the background work on the
 // masters' late replies (a release sent once a late grant landed) and
 // release retries, which give up at once if it is to close the clients.
+// The crew's idle goroutines leave with it.
 func (d *redlock) Close(ctx context.Context) error {
 	drivers.Delete(d.id)
 	if d.cfg.ownClients {
