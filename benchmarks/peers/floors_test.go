@@ -2,6 +2,7 @@ package peers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
@@ -159,6 +160,40 @@ func zkFloorClient(tb testing.TB, server string) locker.Locker {
 			_, err := c.Set(node(next), nil, -1)
 			return err
 		},
+	})
+}
+
+// zkQueuedFloorClient is zkFloorClient with each waiter's place in
+// ZooKeeper, as a lock whose queue lives there keeps it: a refused waiter
+// creates its node (one write, kept if a Lock that found the key free as
+// it armed left it there) and watches it, and a release deletes the next
+// waiter's node (one write), which that watch hears. Two writes a
+// hand-off, as ours makes (the waiter's node created, the holder's
+// deleted); the watch floor makes one.
+func zkQueuedFloorClient(tb testing.TB, server string) locker.Locker {
+	c := zkConn(tb, server)
+	node := zkRoot + "-qfloor-" + fmt.Sprint(rand.Uint64())
+	return floorClient(floorSignal{
+		id: node,
+		arm: func(context.Context) (func(context.Context) error, error) {
+			_, err := c.Create(node, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+			if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+				return nil, err
+			}
+			_, _, ch, err := c.ExistsW(node)
+			if err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context) error {
+				select {
+				case ev := <-ch:
+					return ev.Err
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}, nil
+		},
+		send: func(_ context.Context, next string) error { return c.Delete(next, -1) },
 	})
 }
 

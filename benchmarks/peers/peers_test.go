@@ -134,7 +134,8 @@ func BenchmarkEtcd(b *testing.B) {
 
 // BenchmarkZooKeeper compares our ZooKeeper adapter with go-zookeeper's
 // Lock recipe, both on sessions of the TTL's length, and with the least a
-// hand-off through a watch costs (zk-watch-floor). Round trip: Exists("/").
+// hand-off through a watch costs (zk-watch-floor), and that with each
+// waiter's place in ZooKeeper (zk-queued-floor). Round trip: Exists("/").
 func BenchmarkZooKeeper(b *testing.B) {
 	u := testenv.URL(b, "LOCKER_TEST_ZK")
 	c := zkConn(b, u.Host)
@@ -149,6 +150,7 @@ func BenchmarkZooKeeper(b *testing.B) {
 		ours(ou.String()),
 		subject{"go-zookeeper", func(tb testing.TB) locker.Locker { return zkLockClient(tb, u.Host) }},
 		subject{"zk-watch-floor", func(tb testing.TB) locker.Locker { return zkFloorClient(tb, u.Host) }},
+		subject{"zk-queued-floor", func(tb testing.TB) locker.Locker { return zkQueuedFloorClient(tb, u.Host) }},
 	)
 }
 
