@@ -78,7 +78,7 @@
 // admit, and a release) are one call of a routine the schema adds
 // (PL/pgSQL functions locker_locks_grant_v6, which also refuses and keeps
 // a waiter's place, and locker_locks_release_v8; MySQL procedures
-// locker_locks_grant_v3 and locker_locks_release_v3, which need CREATE
+// locker_locks_grant_v3 and locker_locks_release_v4, which need CREATE
 // ROUTINE once and EXECUTE: without them, the transaction serves every
 // call, as correct and slower). On Postgres the Exclusive release and
 // expiry take the same lock, in locker_locks_xrelease_v9 and
@@ -139,7 +139,10 @@
 // a refused attempt is the failed INSERT and one read (which also keeps a
 // waiter's place). Where the connection takes several statements at once
 // (multiStatements=true, which Open sets), each of these goes in one round
-// trip.
+// trip. A call that does not queue claims a free key by one call of a
+// procedure the schema adds (locker_locks_claim_v1: the queue's look, the
+// claim and its fence, the same autocommitted writes, parsed once per
+// connection), whatever the connection; without it, by the statements.
 // Expiry there, too, is the server's clock (UTC_TIMESTAMP, whatever the
 // session's time zone). Every statement autocommits, so the isolation level
 // does not matter.

@@ -107,18 +107,19 @@ func newMyStatements(fill func(string) string) *myStatements {
 		place: fill("INSERT INTO {q} (`key`, token, expires_at, proc, owner, ttl) VALUES (?, ?, {now} + ?, ?, ?, ?) " +
 			"ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at), proc = VALUES(proc), owner = VALUES(owner), ttl = VALUES(ttl), " +
 			"seq = LAST_INSERT_ID(seq)"),
-		gc:       fill("DELETE FROM {q} WHERE `key` = ? AND expires_at <= {now}"),
-		dequeue:  fill("DELETE FROM {q} WHERE `key` = ? AND token = ?"),
-		first:    fill("SELECT COALESCE((SELECT token FROM {q} WHERE `key` = ? AND expires_at > {now} ORDER BY seq LIMIT 1), '')"),
-		state:    fill(myState(mySeq)),
-		reenter:  fill("UPDATE {t} SET holds = holds + ?, ids = ?, expires_at = GREATEST(expires_at, {now} + ?) WHERE `key` = ? AND fence = ? AND ids = ?"),
-		lapse:    fill("DELETE FROM {t} WHERE `key` = ? AND fence = ? AND expires_at <= {now}"),
-		drop:     fill("DELETE FROM {t}" + match + " AND ids = ?"),
-		dec:      fill("UPDATE {t} SET holds = holds - 1, ids = REPLACE(ids, ?, ' ')" + match + " AND INSTR(ids, ?) > 0 AND ids <> ?"),
-		has:      fill("SELECT 1 FROM {t}" + match + " AND INSTR(ids, ?) > 0"),
-		refresh:  fill("UPDATE {t} SET expires_at = GREATEST(expires_at, {now} + ?)" + match + " AND INSTR(ids, ?) > 0"),
-		expire:   fill("DELETE FROM {t} WHERE `key` = ? AND owner = ? AND fence = ? AND expires_at <= {now}"),
-		xrelease: fill(myXRelease),
+		gc:        fill("DELETE FROM {q} WHERE `key` = ? AND expires_at <= {now}"),
+		dequeue:   fill("DELETE FROM {q} WHERE `key` = ? AND token = ?"),
+		first:     fill("SELECT COALESCE((SELECT token FROM {q} WHERE `key` = ? AND expires_at > {now} ORDER BY seq LIMIT 1), '')"),
+		state:     fill(myState(mySeq)),
+		reenter:   fill("UPDATE {t} SET holds = holds + ?, ids = ?, expires_at = GREATEST(expires_at, {now} + ?) WHERE `key` = ? AND fence = ? AND ids = ?"),
+		lapse:     fill("DELETE FROM {t} WHERE `key` = ? AND fence = ? AND expires_at <= {now}"),
+		drop:      fill("DELETE FROM {t}" + match + " AND ids = ?"),
+		dec:       fill("UPDATE {t} SET holds = holds - 1, ids = REPLACE(ids, ?, ' ')" + match + " AND INSTR(ids, ?) > 0 AND ids <> ?"),
+		has:       fill("SELECT 1 FROM {t}" + match + " AND INSTR(ids, ?) > 0"),
+		refresh:   fill("UPDATE {t} SET expires_at = GREATEST(expires_at, {now} + ?)" + match + " AND INSTR(ids, ?) > 0"),
+		expire:    fill("DELETE FROM {t} WHERE `key` = ? AND owner = ? AND fence = ? AND expires_at <= {now}"),
+		xrelease:  fill(myXRelease),
+		claimProc: fill(myClaim),
 	}
 	m.parkStatements(fill, match)
 	// in one round trip where it can be, the place's seq the connection's
@@ -269,7 +270,7 @@ func myQueueIndex(ctx context.Context, tx *dbsql.Tx, table string, fill func(str
 // hold id is spaced (" id ") as in ids, which lists a row's hold ids.
 type myStatements struct {
 	insert, insertQueued, draw, fence, batch, batchQueued, place, gc, dequeue, first, state, wait, waitGC string
-	reenter, lapse, drop, dec, has, refresh, expire, xrelease                                             string
+	reenter, lapse, drop, dec, has, refresh, expire, xrelease, claimProc                                  string
 	park, parkMark, sleep, grantRead, unpark, unparkAll, quiet, mark                                      string // mysql_park.go
 	multi                                                                                                 bool   // the connections take batch
 }
@@ -401,6 +402,11 @@ func (m *myStatements) reenterRow(ctx context.Context, d *sqlDriver, r *driver.R
 // if the key is now r's, with fence (and r has left the queue where a
 // batch ran); a duplicate-key error if the key has a row.
 func (m *myStatements) claim(ctx context.Context, d *sqlDriver, r *driver.Request, id string, ttl int64, token string) (fence uint64, fenced bool, err error) {
+	if token == "" {
+		if fence, fenced, done, err := m.claimByProc(ctx, d, r); done {
+			return fence, fenced, err
+		}
+	}
 	q, args := m.insert, []any{r.Key, r.Owner, id, ttl, r.Key}
 	if token != "" {
 		q, args = m.insertQueued, append(args, token, r.Key, token, r.Key, token)

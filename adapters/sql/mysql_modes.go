@@ -134,17 +134,17 @@ const (
 		"END"
 )
 
-// myModeProcs makes the fast lane's procedures and the hand-off's if
-// missing, and turns each off where it cannot be made (no CREATE ROUTINE
-// privilege) or, at its first call, where this user may not run it
-// (myNoLane): the transaction or the plain release is as correct, only
-// slower.
+// myModeProcs makes the fast lane's procedures, the hand-off's and the
+// claim's if missing, and turns each off where it cannot be made (no
+// CREATE ROUTINE privilege) or, at its first call, where this user may not
+// run it (myNoLane): the transaction, the plain release or the claim's
+// statements are as correct, only slower.
 func myModeProcs(ctx context.Context, d *sqlDriver, fill func(string) string) {
 	for _, p := range []struct {
 		name, proc string
 		off        *atomic.Bool
 	}{{"_grant_v3", myGrantProc, &d.laneOff}, {"_grantlim_v1", myGrantLimitedProc, &d.laneOff}, {"_release_v4", myReleaseProc, &d.laneOff},
-		{myXReleaseName, myXReleaseProc, &d.handOffOff}} {
+		{myXReleaseName, myXReleaseProc, &d.handOffOff}, {myClaimName, myClaimProc, &d.claimOff}} {
 		var n int
 		err := d.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.ROUTINES "+
 			"WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = ?", d.cfg.table+p.name).Scan(&n)

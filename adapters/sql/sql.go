@@ -100,6 +100,9 @@ type sqlDriver struct {
 	// handOffOff: MySQL's hand-off procedure is not to be had here
 	// (mysql_handoff.go): releases delete, and waiters look.
 	handOffOff atomic.Bool
+	// claimOff: MySQL's claim procedure is not to be had here
+	// (mysql_claim.go): claims go by their statements.
+	claimOff atomic.Bool
 	// The Subtree space's driver: the same database, tables named
 	// "<table>_tree", opened by openTree on first use (nil in itself).
 	treeMu   sync.Mutex
