@@ -140,12 +140,14 @@
 // waiter's place). Where the connection takes several statements at once
 // (multiStatements=true, which Open sets), each of these goes in one round
 // trip. A call that does not queue claims a free key by one call of a
-// procedure the schema adds (locker_locks_claim_v1: the queue's look, the
-// claim and its fence, the same autocommitted writes, parsed once per
-// connection), whatever the connection; without it, by the statements.
+// procedure the schema adds (locker_locks_claim_v2: the same look at the
+// queue and autocommitted writes, one statement and one answer), whatever
+// the connection; without it, by the statements.
 // Expiry there, too, is the server's clock (UTC_TIMESTAMP, whatever the
-// session's time zone). Every statement autocommits, so the isolation level
-// does not matter.
+// session's time zone). Every statement autocommits; at the default
+// REPEATABLE READ a claim's INSERT … SELECT locks the queue's places it
+// looks at, so that a waiter queuing meanwhile waits for the claim, and
+// then finds its row.
 //
 // Fences never go backwards and have gaps. On Postgres they come from a
 // SEQUENCE drawn under a transaction-scoped advisory lock on (table, key),

@@ -158,8 +158,9 @@ func myModeProcs(ctx context.Context, d *sqlDriver, fill func(string) string) {
 	}
 }
 
-// myNoLane: a procedure missing (1305), or not this user's to run (1370).
+// myNoLane: a procedure missing (1305), not this user's to run (1370), its
+// definer gone (1449), or another of its name and not its signature (1318).
 func myNoLane(err error) bool {
 	var my *mysql.MySQLError
-	return errors.As(err, &my) && (my.Number == 1305 || my.Number == 1370)
+	return errors.As(err, &my) && (my.Number == 1305 || my.Number == 1370 || my.Number == 1449 || my.Number == 1318)
 }
