@@ -16,8 +16,8 @@ import (
 // a claim between them as they see the batch's (a row without its fence),
 // and a duplicate key fails the call as it fails the batch. The fence is
 // given only if the counter row gave one. Lock+unlock of a free key,
-// alternated with the batch (3,000 each, MariaDB 10.11 here): see the
-// commit that made it. Where the procedure is not to be had (no CREATE
+// alternated with the batch (3,000 each, MariaDB 10.11 here): 316–318 µs
+// against 389–415. Where the procedure is not to be had (no CREATE
 // ROUTINE, or not this user's to run: myNoLane), claims go by the
 // statements, batched where the connection takes several.
 const (

@@ -147,20 +147,25 @@ func zkFloorClient(tb testing.TB, server string) locker.Locker {
 			if err != nil {
 				return nil, err
 			}
-			return func(ctx context.Context) error {
-				select {
-				case ev := <-ch:
-					return ev.Err
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}, nil
+			return zkEvent(ch), nil
 		},
 		send: func(_ context.Context, next string) error {
 			_, err := c.Set(node(next), nil, -1)
 			return err
 		},
 	})
+}
+
+// zkEvent waits for the watch's event on ch.
+func zkEvent(ch <-chan zk.Event) func(context.Context) error {
+	return func(ctx context.Context) error {
+		select {
+		case ev := <-ch:
+			return ev.Err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // zkQueuedFloorClient is zkFloorClient with each waiter's place in
@@ -184,14 +189,7 @@ func zkQueuedFloorClient(tb testing.TB, server string) locker.Locker {
 			if err != nil {
 				return nil, err
 			}
-			return func(ctx context.Context) error {
-				select {
-				case ev := <-ch:
-					return ev.Err
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}, nil
+			return zkEvent(ch), nil
 		},
 		send: func(_ context.Context, next string) error { return c.Delete(next, -1) },
 	})
