@@ -29,9 +29,9 @@ var _ driver.FenceFloorer = (*zkDriver)(nil)
 //
 // A key never raised costs nothing more: the multi that makes a node
 // shows the key without an offset (alone.go), else the offset is read
-// with the listing a node makes anyway; and again after a wait only where
-// the key had an offset then, or its first raise touched the node's queue
-// since.
+// with the listing a node makes anyway; and again at the grant where the
+// key had an offset then and the node waited, or where its first raise
+// touched the node's queue since, even if the listing found it first.
 // That first raise writes every node of the queue (the same data), so
 // that each waiter's watch on the nodes before it fires, or finds them
 // written when it is set (Version > 0): it then reads the offset too.

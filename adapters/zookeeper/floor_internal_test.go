@@ -137,3 +137,64 @@ func TestGrantAfterTouchAndReleaseTogether(t *testing.T) {
 		_ = lease.Unlock(ctx)
 	}
 }
+
+// A key's first raise and its holder's release both landing between a
+// waiter's create and its listing: the listing finds the waiter's node
+// first, with no wait, and shows the raise's touch on it; the grant reads
+// the offset all the same, so its fence is above the floor. (It read it
+// only after a wait: TestGrantAfterTouchAndReleaseTogether once met this
+// order in a full run and was granted fence 354108 under the floor 2^40.)
+func TestGrantFirstAtListingAfterTouch(t *testing.T) {
+	u := testenv.URL(t, "LOCKER_TEST_ZK")
+	holder, waiter := openZ(t, u), openZ(t, u)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const floor = 1 << 40
+	key := "touch-first-" + rand.Text()
+	if _, err := holder.Lock(ctx, key, locker.WithKeepAlive(false)); err != nil {
+		t.Fatal(err)
+	}
+	s, parent := holder.primary, holder.parent(driver.Plain, key)
+	landed := make(chan error, 1)
+	hook := func(path string) {
+		if !strings.HasPrefix(path, parent+"/") {
+			return // another test's
+		}
+		landed <- func() error {
+			children, _, err := s.conn.Children(parent)
+			if err != nil {
+				return err
+			}
+			nodes := lockNodes(children)
+			if len(nodes) != 2 || parent+"/"+nodes[1] != path {
+				return errors.New("the queue is not the holder's node and the waiter's")
+			}
+			// the raise (its offset, its touch of the queue), then the release
+			if _, err := s.conn.Create(holder.floorPath(driver.Plain, key), []byte(strconv.Itoa(floor)), 0, zk.WorldACL(zk.PermAll)); err != nil {
+				return err
+			}
+			if _, err := s.conn.Set(path, nil, -1); err != nil {
+				return err
+			}
+			return s.conn.Delete(parent+"/"+nodes[0], -1)
+		}()
+	}
+	testHookAfterCreate.Store(&hook)
+	defer testHookAfterCreate.Store(nil)
+	lease, err := waiter.Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lease.Unlock(ctx) }()
+	select {
+	case err := <-landed:
+		if err != nil {
+			t.Fatalf("the writes between create and listing: %v", err)
+		}
+	default:
+		t.Fatal("the hook never ran between the waiter's create and its listing")
+	}
+	if lease.Fence() <= floor {
+		t.Fatalf("the waiter was granted fence %d, below the floor %d raised before the release", lease.Fence(), floor)
+	}
+}

@@ -109,14 +109,18 @@ func (z *zkDriver) queue(ctx context.Context, s *session, r *driver.Request) (dr
 	if err = mismatch(r, children, n.name); err == nil { // else our node goes
 		waited, err = wait(ctx, s, n, children, !r.Wait)
 	}
-	if err == nil && waited {
+	if err == nil { // a touch pending on our node's watch: a first raise since it was made
 		err = n.takeOwnEvents(ctx, s)
 	}
 	refenced := err == nil && (waited || n.changed) && !driver.Leaf(r.Space, r.Key)
 	if refenced {
 		err = z.refence(ctx, s, n)
 	}
-	if err == nil && (waited || refenced) && (n.floored || n.touched) { // the offset as of the grant
+	// The offset as of the grant: again after a wait on a key that had one,
+	// and wherever a first raise touched our node since it was made, even
+	// where the listing found it first (the raise and the release both
+	// landed between our node's create and our listing).
+	if err == nil && (n.touched || ((waited || refenced) && n.floored)) {
 		n.offset, err = readFloor(ctx, s, z.floorPath(r.Space, r.Key))
 	}
 	switch {
@@ -143,6 +147,9 @@ func (z *zkDriver) enqueue(ctx context.Context, s *session, parent, floor, owner
 		return nil, nil, err
 	}
 	path := m.path
+	if hook := testHookAfterCreate.Load(); hook != nil {
+		(*hook)(path)
+	}
 	if m.alone() { // its watch is set armDelay later, if still held (armLater)
 		n := &node{parent: parent, name: path[len(parent)+1:], path: path, fence: uint64(m.key.Mzxid), session: m.session}
 		return n, []string{n.name}, nil
@@ -292,6 +299,10 @@ func (z *zkDriver) waitTurn(ctx context.Context, s *session, n *node, children [
 		}
 	}
 }
+
+// testHookAfterCreate, if set, runs once our node is made, before the
+// queue is listed (a test lands writes of others' in between).
+var testHookAfterCreate atomic.Pointer[func(path string)]
 
 // testHookBeforeWait, if set, runs as waitTurn is about to wait for its
 // predecessor's event (a test makes events arrive meanwhile).
