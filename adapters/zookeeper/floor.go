@@ -20,17 +20,17 @@ var _ driver.FenceFloorer = (*zkDriver)(nil)
 // whose fences were raised keeps an offset in a persistent node beside the
 // key nodes, "%F" + the key node's name (no escaped key begins with '%',
 // escape writing it as "%25"), that only grows, and a fence is its zxid
-// plus the offset read when the node was granted: with the listing that
-// finds it first at once, or after the wait, when a raise made before
-// the release that ended the wait is visible (a server applies writes in
-// zxid order, the delete that woke the waiter after the raise). zxids and
+// plus the offset read once the node was granted (after the listing that
+// finds it first at once, or after the wait), when a raise made before
+// the release that made it first is visible (a server applies writes in
+// zxid order, the delete after the raise). zxids and
 // offsets only grow and a key's nodes are granted in order, so its fences
 // rise; an offset raised to a floor puts every later fence above it.
 //
 // A key never raised costs nothing more: the multi that makes a node
 // shows the key without an offset (alone.go), else the offset is read
-// with the listing a node makes anyway; and again at the grant where the
-// key had an offset then and the node waited, or where its first raise
+// with the listing a node makes anyway (whether the key has one); and again
+// at the grant, after it, where the key had one, or where its first raise
 // touched the node's queue since, even if the listing found it first.
 // That first raise writes every node of the queue (the same data), so
 // that each waiter's watch on the nodes before it fires, or finds them

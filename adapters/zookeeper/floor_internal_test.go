@@ -198,3 +198,66 @@ func TestGrantFirstAtListingAfterTouch(t *testing.T) {
 		t.Fatalf("the waiter was granted fence %d, below the floor %d raised before the release", lease.Fence(), floor)
 	}
 }
+
+// On a key raised before, a raise and the holder's release landing after a
+// waiter read the offset beside its listing, and before the listing, which
+// then finds the waiter's node first: its grant reads the offset again, so
+// its fence is above the later floor (the offset read beside the listing
+// was the earlier one's).
+func TestGrantFirstAtListingAfterRaise(t *testing.T) {
+	u := testenv.URL(t, "LOCKER_TEST_ZK")
+	holder, waiter := openZ(t, u), openZ(t, u)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const before, floor = 1 << 40, 1 << 41
+	key := "raise-first-" + rand.Text()
+	if err := holder.RaiseFence(ctx, driver.Plain, key, before); err != nil {
+		t.Fatal(err)
+	}
+	held, err := holder.Lock(ctx, key, locker.WithKeepAlive(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held.Fence() <= before {
+		t.Fatalf("the holder's fence %d, below the floor %d", held.Fence(), before)
+	}
+	s, parent := holder.primary, holder.parent(driver.Plain, key)
+	landed := make(chan error, 1)
+	hook := func(path string) {
+		if !strings.HasPrefix(path, parent+"/") {
+			return // another test's
+		}
+		landed <- func() error {
+			children, _, err := s.conn.Children(parent)
+			if err != nil {
+				return err
+			}
+			nodes := lockNodes(children)
+			if len(nodes) != 2 || parent+"/"+nodes[1] != path {
+				return errors.New("the queue is not the holder's node and the waiter's")
+			}
+			if err := holder.RaiseFence(ctx, driver.Plain, key, floor); err != nil {
+				return err
+			}
+			return s.conn.Delete(parent+"/"+nodes[0], -1)
+		}()
+	}
+	testHookBeforeListing.Store(&hook)
+	defer testHookBeforeListing.Store(nil)
+	lease, err := waiter.Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lease.Unlock(ctx) }()
+	select {
+	case err := <-landed:
+		if err != nil {
+			t.Fatalf("the writes between the offset's read and the listing: %v", err)
+		}
+	default:
+		t.Fatal("the hook never ran before the waiter's listing")
+	}
+	if lease.Fence() <= floor {
+		t.Fatalf("the waiter was granted fence %d, below the floor %d raised before the release", lease.Fence(), floor)
+	}
+}

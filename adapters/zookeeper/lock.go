@@ -116,11 +116,13 @@ func (z *zkDriver) queue(ctx context.Context, s *session, r *driver.Request) (dr
 	if refenced {
 		err = z.refence(ctx, s, n)
 	}
-	// The offset as of the grant: again after a wait on a key that had one,
-	// and wherever a first raise touched our node since it was made, even
-	// where the listing found it first (the raise and the release both
-	// landed between our node's create and our listing).
-	if err == nil && (n.touched || ((waited || refenced) && n.floored)) {
+	// The offset as of the grant, read after it: on a key that had one
+	// (the read beside the listing may have come before a raise that came
+	// before the release that made our node first), and wherever a first
+	// raise touched our node since it was made, even where the listing
+	// found it first (the raise and the release both landed between our
+	// node's create and our listing).
+	if err == nil && (n.touched || n.floored) {
 		n.offset, err = readFloor(ctx, s, z.floorPath(r.Space, r.Key))
 	}
 	switch {
@@ -171,6 +173,10 @@ func (z *zkDriver) enqueue(ctx context.Context, s *session, parent, floor, owner
 					offset, ferr = nil, nil
 				}
 			})
+		}
+		if hook := testHookBeforeListing.Load(); hook != nil {
+			wg.Wait() // the offset read, and our node's watch set, before others' writes
+			(*hook)(path)
 		}
 		children, list, err = s.conn.Children(parent)
 		wg.Wait()
@@ -303,6 +309,10 @@ func (z *zkDriver) waitTurn(ctx context.Context, s *session, n *node, children [
 // testHookAfterCreate, if set, runs once our node is made, before the
 // queue is listed (a test lands writes of others' in between).
 var testHookAfterCreate atomic.Pointer[func(path string)]
+
+// testHookBeforeListing, if set, runs once the key's offset is read and
+// our node's watch set, before the queue is listed.
+var testHookBeforeListing atomic.Pointer[func(path string)]
 
 // testHookBeforeWait, if set, runs as waitTurn is about to wait for its
 // predecessor's event (a test makes events arrive meanwhile).
