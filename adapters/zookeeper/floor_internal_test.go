@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,58 +146,15 @@ func TestGrantAfterTouchAndReleaseTogether(t *testing.T) {
 // only after a wait: TestGrantAfterTouchAndReleaseTogether once met this
 // order in a full run and was granted fence 354108 under the floor 2^40.)
 func TestGrantFirstAtListingAfterTouch(t *testing.T) {
-	u := testenv.URL(t, "LOCKER_TEST_ZK")
-	holder, waiter := openZ(t, u), openZ(t, u)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	const floor = 1 << 40
-	key := "touch-first-" + rand.Text()
-	if _, err := holder.Lock(ctx, key, locker.WithKeepAlive(false)); err != nil {
-		t.Fatal(err)
-	}
-	s, parent := holder.primary, holder.parent(driver.Plain, key)
-	landed := make(chan error, 1)
-	hook := func(path string) {
-		if !strings.HasPrefix(path, parent+"/") {
-			return // another test's
+	grantAfterWrites(t, "touch-first-", 0, floor, &testHookAfterCreate, func(h *zLocker, key, path string) error {
+		// a first raise: its offset, then its touch of the queue
+		if _, err := h.primary.conn.Create(h.floorPath(driver.Plain, key), []byte(strconv.Itoa(floor)), 0, zk.WorldACL(zk.PermAll)); err != nil {
+			return err
 		}
-		landed <- func() error {
-			children, _, err := s.conn.Children(parent)
-			if err != nil {
-				return err
-			}
-			nodes := lockNodes(children)
-			if len(nodes) != 2 || parent+"/"+nodes[1] != path {
-				return errors.New("the queue is not the holder's node and the waiter's")
-			}
-			// the raise (its offset, its touch of the queue), then the release
-			if _, err := s.conn.Create(holder.floorPath(driver.Plain, key), []byte(strconv.Itoa(floor)), 0, zk.WorldACL(zk.PermAll)); err != nil {
-				return err
-			}
-			if _, err := s.conn.Set(path, nil, -1); err != nil {
-				return err
-			}
-			return s.conn.Delete(parent+"/"+nodes[0], -1)
-		}()
-	}
-	testHookAfterCreate.Store(&hook)
-	defer testHookAfterCreate.Store(nil)
-	lease, err := waiter.Lock(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = lease.Unlock(ctx) }()
-	select {
-	case err := <-landed:
-		if err != nil {
-			t.Fatalf("the writes between create and listing: %v", err)
-		}
-	default:
-		t.Fatal("the hook never ran between the waiter's create and its listing")
-	}
-	if lease.Fence() <= floor {
-		t.Fatalf("the waiter was granted fence %d, below the floor %d raised before the release", lease.Fence(), floor)
-	}
+		_, err := h.primary.conn.Set(path, nil, -1)
+		return err
+	})
 }
 
 // On a key raised before, a raise and the holder's release landing after a
@@ -205,12 +163,23 @@ func TestGrantFirstAtListingAfterTouch(t *testing.T) {
 // its fence is above the later floor (the offset read beside the listing
 // was the earlier one's).
 func TestGrantFirstAtListingAfterRaise(t *testing.T) {
+	const floor = 1 << 41
+	grantAfterWrites(t, "raise-first-", 1<<40, floor, &testHookBeforeListing, func(h *zLocker, key, _ string) error {
+		return h.RaiseFence(context.Background(), driver.Plain, key, floor)
+	})
+}
+
+// grantAfterWrites has a holder take a fresh key (raised to before first,
+// if not 0) and a waiter Lock it, with raise (the holder's writes, given
+// the waiter's node) and then the holder's release landing where hook runs
+// on the waiter's way; the waiter's fence must be above floor.
+func grantAfterWrites(t *testing.T, prefix string, before, floor uint64, hook *atomic.Pointer[func(path string)],
+	raise func(h *zLocker, key, path string) error) {
 	u := testenv.URL(t, "LOCKER_TEST_ZK")
 	holder, waiter := openZ(t, u), openZ(t, u)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	const before, floor = 1 << 40, 1 << 41
-	key := "raise-first-" + rand.Text()
+	key := prefix + rand.Text()
 	if err := holder.RaiseFence(ctx, driver.Plain, key, before); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +192,7 @@ func TestGrantFirstAtListingAfterRaise(t *testing.T) {
 	}
 	s, parent := holder.primary, holder.parent(driver.Plain, key)
 	landed := make(chan error, 1)
-	hook := func(path string) {
+	land := func(path string) {
 		if !strings.HasPrefix(path, parent+"/") {
 			return // another test's
 		}
@@ -236,14 +205,14 @@ func TestGrantFirstAtListingAfterRaise(t *testing.T) {
 			if len(nodes) != 2 || parent+"/"+nodes[1] != path {
 				return errors.New("the queue is not the holder's node and the waiter's")
 			}
-			if err := holder.RaiseFence(ctx, driver.Plain, key, floor); err != nil {
+			if err := raise(holder, key, path); err != nil {
 				return err
 			}
 			return s.conn.Delete(parent+"/"+nodes[0], -1)
 		}()
 	}
-	testHookBeforeListing.Store(&hook)
-	defer testHookBeforeListing.Store(nil)
+	hook.Store(&land)
+	defer hook.Store(nil)
 	lease, err := waiter.Lock(ctx, key)
 	if err != nil {
 		t.Fatal(err)
@@ -252,10 +221,10 @@ func TestGrantFirstAtListingAfterRaise(t *testing.T) {
 	select {
 	case err := <-landed:
 		if err != nil {
-			t.Fatalf("the writes between the offset's read and the listing: %v", err)
+			t.Fatalf("the writes on the waiter's way: %v", err)
 		}
 	default:
-		t.Fatal("the hook never ran before the waiter's listing")
+		t.Fatal("the hook never ran on the waiter's way")
 	}
 	if lease.Fence() <= floor {
 		t.Fatalf("the waiter was granted fence %d, below the floor %d raised before the release", lease.Fence(), floor)
