@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	_ "modernc.org/sqlite" // database/sql driver "sqlite", for the round trip
 
+	"github.com/locker-go/locker"
 	"github.com/locker-go/locker/internal/testenv"
 )
 
@@ -27,7 +28,8 @@ func BenchmarkRedisCluster(b *testing.B) {
 }
 
 // BenchmarkSQLite measures our adapter on a database file of the run's
-// own. Round trip: SELECT 1 on a connection to the same file.
+// own, beside its hand-off floors (sqlitefloor_test.go) on the same file.
+// Round trip: SELECT 1 on a connection to the same file.
 func BenchmarkSQLite(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "bench.db")
 	db, err := dbsql.Open("sqlite", path)
@@ -38,5 +40,9 @@ func BenchmarkSQLite(b *testing.B) {
 	compare(b, func(ctx context.Context) error {
 		_, err := db.ExecContext(ctx, "SELECT 1")
 		return err
-	}, ours("sqlite://"+filepath.ToSlash(path)))
+	},
+		ours("sqlite://"+filepath.ToSlash(path)),
+		subject{"sqlite-row-floor", func(tb testing.TB) locker.Locker { return sqliteRowFloorClient(tb, path) }},
+		subject{"sqlite-fenced-floor", func(tb testing.TB) locker.Locker { return sqliteFencedFloorClient(tb, path) }},
+	)
 }

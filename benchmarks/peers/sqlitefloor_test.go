@@ -1,0 +1,113 @@
+package peers
+
+import (
+	"context"
+	dbsql "database/sql"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/locker-go/locker"
+)
+
+// sqliteDSN opens a SQLite file as our adapter does: WAL, synchronous
+// NORMAL (no fsync at a commit), transactions that take the write lock
+// as they begin.
+const sqliteDSN = "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+
+// sqliteRowFloorClient is rowFloorClient on SQLite: a release records the
+// next holder with one autocommitted UPDATE of a row (the waiter's own),
+// and wakes it in the process. No lock that keeps its holder in a SQLite
+// table hands it over with less.
+func sqliteRowFloorClient(tb testing.TB, path string) locker.Locker {
+	db, id, granted := sqliteFloorConn(tb, path)
+	return floorClient(floorSignal{
+		id:  id,
+		arm: func(context.Context) (func(context.Context) error, error) { return receive(granted), nil },
+		send: func(ctx context.Context, next string) error {
+			if _, err := db.ExecContext(ctx, "UPDATE peers_floor_row SET n = n + 1 WHERE id = ?", next); err != nil {
+				return err
+			}
+			return wakeHere(next)
+		},
+	})
+}
+
+// sqliteFencedFloorClient is myFencedFloorClient on SQLite: a refused
+// waiter takes its place in a table before it waits, and a release, in
+// one statement, draws a fence from a counter row, records it in the
+// next holder's row and deletes that waiter's place. Ours writes the same
+// three rows a hand-off, in the same way, and reads the queue's head and
+// checks the holder besides.
+func sqliteFencedFloorClient(tb testing.TB, path string) locker.Locker {
+	db, id, granted := sqliteFloorConn(tb, path)
+	return floorClient(floorSignal{
+		id: id,
+		arm: func(ctx context.Context) (func(context.Context) error, error) {
+			_, err := db.ExecContext(ctx, "INSERT OR IGNORE INTO peers_floor_place (id) VALUES (?)", id)
+			return receive(granted), err
+		},
+		send: func(ctx context.Context, next string) error {
+			if err := sqliteFencedRelease(ctx, db, next); err != nil {
+				return err
+			}
+			return wakeHere(next)
+		},
+	})
+}
+
+// sqliteFencedRelease is sqliteFencedFloorClient's release: one
+// statement, as ours (three, in a transaction, cost 1.7× a hand-off
+// here: on SQLite a statement costs more than the writes it makes), that
+// draws the fence as it writes the next holder's row; triggers
+// (sqliteFloorConn) give the counter its value and take the place.
+func sqliteFencedRelease(ctx context.Context, db *dbsql.DB, next string) error {
+	_, err := db.ExecContext(ctx, "UPDATE peers_floor_row SET n = (SELECT v + 1 FROM peers_floor_fence WHERE id = 1) WHERE id = ?", next)
+	return err
+}
+
+// wakeHere is wakeLocal, and lets the woken waiter run at once, as ours
+// does (handOver): woken onto the waker's processor, it would wait until
+// the waker blocks, where SQLite's statements are all CPU.
+func wakeHere(next string) error {
+	err := wakeLocal(next)
+	runtime.Gosched()
+	return err
+}
+
+// sqliteFloorDBs are the floor clients' handles, one per file, as ours
+// shares one among the Lockers of a process: a handle's page cache stays
+// valid across its own writes, where another handle's write makes it read
+// its pages again.
+var sqliteFloorDBs sync.Map
+
+// sqliteFloorConn is a SQLite floor client's handle on the file at path
+// (shared: sqliteFloorDBs), the floors' tables made, and its id (its row
+// made) and wake-up (localWaiter).
+func sqliteFloorConn(tb testing.TB, path string) (*dbsql.DB, string, <-chan struct{}) {
+	v, _ := sqliteFloorDBs.LoadOrStore(path, sync.OnceValues(func() (*dbsql.DB, error) { return dbsql.Open("sqlite", path+sqliteDSN) }))
+	db, err := v.(func() (*dbsql.DB, error))()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	for _, q := range []string{
+		"CREATE TABLE IF NOT EXISTS peers_floor_row (id TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID",
+		"CREATE TABLE IF NOT EXISTS peers_floor_place (id TEXT PRIMARY KEY) WITHOUT ROWID",
+		"CREATE TABLE IF NOT EXISTS peers_floor_fence (id INTEGER PRIMARY KEY, v INTEGER NOT NULL)",
+		"INSERT OR IGNORE INTO peers_floor_fence (id, v) VALUES (1, 0)",
+		`CREATE TRIGGER IF NOT EXISTS peers_floor_fenced AFTER UPDATE OF n ON peers_floor_row BEGIN
+			UPDATE peers_floor_fence SET v = NEW.n WHERE id = 1;
+			DELETE FROM peers_floor_place WHERE id = NEW.id;
+		END`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	id, granted := localWaiter(tb)
+	if _, err := db.Exec("INSERT INTO peers_floor_row (id, n) VALUES (?, 0)", id); err != nil {
+		tb.Fatal(err)
+	}
+	return db, id, granted
+}
