@@ -20,7 +20,7 @@ const sqliteDSN = "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma
 // and wakes it in the process. No lock that keeps its holder in a SQLite
 // table hands it over with less.
 func sqliteRowFloorClient(tb testing.TB, path string) locker.Locker {
-	db, id, granted := sqliteFloorConn(tb, path)
+	db, id, granted := sqliteFloorConn(tb, path, "peers_floor_row")
 	return floorClient(floorSignal{
 		id:  id,
 		arm: func(context.Context) (func(context.Context) error, error) { return receive(granted), nil },
@@ -40,7 +40,7 @@ func sqliteRowFloorClient(tb testing.TB, path string) locker.Locker {
 // three rows a hand-off, in the same way, and reads the queue's head and
 // checks the holder besides.
 func sqliteFencedFloorClient(tb testing.TB, path string) locker.Locker {
-	db, id, granted := sqliteFloorConn(tb, path)
+	db, id, granted := sqliteFloorConn(tb, path, "peers_floor_held")
 	return floorClient(floorSignal{
 		id: id,
 		arm: func(ctx context.Context) (func(context.Context) error, error) {
@@ -62,7 +62,7 @@ func sqliteFencedFloorClient(tb testing.TB, path string) locker.Locker {
 // draws the fence as it writes the next holder's row; triggers
 // (sqliteFloorConn) give the counter its value and take the place.
 func sqliteFencedRelease(ctx context.Context, db *dbsql.DB, next string) error {
-	_, err := db.ExecContext(ctx, "UPDATE peers_floor_row SET n = (SELECT v + 1 FROM peers_floor_fence WHERE id = 1) WHERE id = ?", next)
+	_, err := db.ExecContext(ctx, "UPDATE peers_floor_held SET n = (SELECT v + 1 FROM peers_floor_fence WHERE id = 1) WHERE id = ?", next)
 	return err
 }
 
@@ -78,25 +78,58 @@ func wakeHere(next string) error {
 // sqliteFloorDBs are the floor clients' handles, one per file, as ours
 // shares one among the Lockers of a process: a handle's page cache stays
 // valid across its own writes, where another handle's write makes it read
-// its pages again.
-var sqliteFloorDBs sync.Map
+// its pages again. The last client to end closes it.
+var sqliteFloorDBs = struct {
+	sync.Mutex
+	m map[string]*sqliteFloorDB
+}{m: map[string]*sqliteFloorDB{}}
+
+type sqliteFloorDB struct {
+	db      *dbsql.DB
+	clients int
+}
+
+// sqliteFloorHandle is the shared handle on the file at path, until tb ends.
+func sqliteFloorHandle(tb testing.TB, path string) *dbsql.DB {
+	f := &sqliteFloorDBs
+	f.Lock()
+	defer f.Unlock()
+	h := f.m[path]
+	if h == nil {
+		db, err := dbsql.Open("sqlite", path+sqliteDSN)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		db.SetMaxOpenConns(1)
+		h = &sqliteFloorDB{db: db}
+		f.m[path] = h
+	}
+	h.clients++
+	tb.Cleanup(func() {
+		f.Lock()
+		defer f.Unlock()
+		if h.clients--; h.clients == 0 {
+			delete(f.m, path)
+			_ = h.db.Close()
+		}
+	})
+	return h.db
+}
 
 // sqliteFloorConn is a SQLite floor client's handle on the file at path
-// (shared: sqliteFloorDBs), the floors' tables made, and its id (its row
-// made) and wake-up (localWaiter).
-func sqliteFloorConn(tb testing.TB, path string) (*dbsql.DB, string, <-chan struct{}) {
-	v, _ := sqliteFloorDBs.LoadOrStore(path, sync.OnceValues(func() (*dbsql.DB, error) { return dbsql.Open("sqlite", path+sqliteDSN) }))
-	db, err := v.(func() (*dbsql.DB, error))()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	db.SetMaxOpenConns(1)
+// (shared: sqliteFloorHandle), the floors' tables made, and its id (its
+// row made in table, the row floor's or the fenced floor's, whose
+// triggers write the counter and take the place) and wake-up
+// (localWaiter).
+func sqliteFloorConn(tb testing.TB, path, table string) (*dbsql.DB, string, <-chan struct{}) {
+	db := sqliteFloorHandle(tb, path)
 	for _, q := range []string{
 		"CREATE TABLE IF NOT EXISTS peers_floor_row (id TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID",
+		"CREATE TABLE IF NOT EXISTS peers_floor_held (id TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID",
 		"CREATE TABLE IF NOT EXISTS peers_floor_place (id TEXT PRIMARY KEY) WITHOUT ROWID",
 		"CREATE TABLE IF NOT EXISTS peers_floor_fence (id INTEGER PRIMARY KEY, v INTEGER NOT NULL)",
 		"INSERT OR IGNORE INTO peers_floor_fence (id, v) VALUES (1, 0)",
-		`CREATE TRIGGER IF NOT EXISTS peers_floor_fenced AFTER UPDATE OF n ON peers_floor_row BEGIN
+		`CREATE TRIGGER IF NOT EXISTS peers_floor_fenced AFTER UPDATE OF n ON peers_floor_held BEGIN
 			UPDATE peers_floor_fence SET v = NEW.n WHERE id = 1;
 			DELETE FROM peers_floor_place WHERE id = NEW.id;
 		END`,
@@ -106,7 +139,7 @@ func sqliteFloorConn(tb testing.TB, path string) (*dbsql.DB, string, <-chan stru
 		}
 	}
 	id, granted := localWaiter(tb)
-	if _, err := db.Exec("INSERT INTO peers_floor_row (id, n) VALUES (?, 0)", id); err != nil {
+	if _, err := db.Exec("INSERT INTO "+table+" (id, n) VALUES (?, 0)", id); err != nil {
 		tb.Fatal(err)
 	}
 	return db, id, granted
