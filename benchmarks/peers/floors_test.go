@@ -360,3 +360,35 @@ func wakeLocal(next string) error {
 	c.(chan struct{}) <- struct{}{}
 	return nil
 }
+
+// localFloor is a floor whose waiters are woken in the process
+// (localWaiter's id and granted): place, if set, keeps a refused waiter's
+// place in the backend before it waits; write records the next waiter as
+// the key's holder as a release hands it over, and wake then wakes it.
+type localFloor struct {
+	id      string
+	granted <-chan struct{}
+	place   func(ctx context.Context) error
+	write   func(ctx context.Context, next string) error
+	wake    func(next string) error
+}
+
+// client is a client of the floor f.
+func (f localFloor) client() locker.Locker {
+	return floorClient(floorSignal{
+		id: f.id,
+		arm: func(ctx context.Context) (func(context.Context) error, error) {
+			var err error
+			if f.place != nil {
+				err = f.place(ctx)
+			}
+			return receive(f.granted), err
+		},
+		send: func(ctx context.Context, next string) error {
+			if err := f.write(ctx, next); err != nil {
+				return err
+			}
+			return f.wake(next)
+		},
+	})
+}

@@ -50,16 +50,12 @@ func BenchmarkMySQL(b *testing.B) {
 // its holder in a table hands it over with less.
 func rowFloorClient(tb testing.TB, u *url.URL) locker.Locker {
 	db, id, granted := myFloorConn(tb, u, "")
-	return floorClient(floorSignal{
-		id:  id,
-		arm: func(context.Context) (func(context.Context) error, error) { return receive(granted), nil },
-		send: func(ctx context.Context, next string) error {
-			if _, err := db.ExecContext(ctx, "UPDATE peers_floor_row SET n = n + 1 WHERE id = ?", next); err != nil {
-				return err
-			}
-			return wakeLocal(next)
+	return localFloor{id: id, granted: granted, wake: wakeLocal,
+		write: func(ctx context.Context, next string) error {
+			_, err := db.ExecContext(ctx, "UPDATE peers_floor_row SET n = n + 1 WHERE id = ?", next)
+			return err
 		},
-	})
+	}.client()
 }
 
 // myFencedFloorClient is rowFloorClient with what a fenced FIFO lock whose
@@ -72,24 +68,20 @@ func rowFloorClient(tb testing.TB, u *url.URL) locker.Locker {
 // besides.
 func myFencedFloorClient(tb testing.TB, u *url.URL) locker.Locker {
 	db, id, granted := myFloorConn(tb, u, "&multiStatements=true")
-	return floorClient(floorSignal{
-		id: id,
-		arm: func(ctx context.Context) (func(context.Context) error, error) {
+	return localFloor{id: id, granted: granted, wake: wakeLocal,
+		place: func(ctx context.Context) error {
 			_, err := db.ExecContext(ctx, "INSERT INTO peers_floor_place (id) VALUES (?) ON DUPLICATE KEY UPDATE id = id", id)
-			return receive(granted), err
+			return err
 		},
-		send: func(ctx context.Context, next string) error {
+		write: func(ctx context.Context, next string) error {
 			_, err := db.ExecContext(ctx, "START TRANSACTION;\n"+
 				"UPDATE peers_floor_fence SET v = LAST_INSERT_ID(v + 1) WHERE id = 1;\n"+
 				"UPDATE peers_floor_row SET n = LAST_INSERT_ID() WHERE id = ?;\n"+
 				"DELETE FROM peers_floor_place WHERE id = ?;\n"+
 				"COMMIT", next, next)
-			if err != nil {
-				return err
-			}
-			return wakeLocal(next)
+			return err
 		},
-	})
+	}.client()
 }
 
 // myFloorConn is a MySQL floor client's connection (with the DSN's

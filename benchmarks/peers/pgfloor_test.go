@@ -19,16 +19,12 @@ import (
 // release's answer.
 func pgRowFloorClient(tb testing.TB, u *url.URL) locker.Locker {
 	c, id, granted := pgFloorConn(tb, u)
-	return floorClient(floorSignal{
-		id:  id,
-		arm: func(context.Context) (func(context.Context) error, error) { return receive(granted), nil },
-		send: func(ctx context.Context, next string) error {
-			if _, err := c.Exec(ctx, "UPDATE peers_floor_row SET n = n + 1 WHERE id = $1", next); err != nil {
-				return err
-			}
-			return wakeLocal(next)
+	return localFloor{id: id, granted: granted, wake: wakeLocal,
+		write: func(ctx context.Context, next string) error {
+			_, err := c.Exec(ctx, "UPDATE peers_floor_row SET n = n + 1 WHERE id = $1", next)
+			return err
 		},
-	})
+	}.client()
 }
 
 // pgFencedFloorClient is pgRowFloorClient with what a fenced FIFO lock
@@ -39,22 +35,18 @@ func pgRowFloorClient(tb testing.TB, u *url.URL) locker.Locker {
 // three rows a hand-off, and reads the queue's head besides.
 func pgFencedFloorClient(tb testing.TB, u *url.URL) locker.Locker {
 	c, id, granted := pgFloorConn(tb, u)
-	return floorClient(floorSignal{
-		id: id,
-		arm: func(ctx context.Context) (func(context.Context) error, error) {
+	return localFloor{id: id, granted: granted, wake: wakeLocal,
+		place: func(ctx context.Context) error {
 			_, err := c.Exec(ctx, "INSERT INTO peers_floor_place (id) VALUES ($1) ON CONFLICT DO NOTHING", id)
-			return receive(granted), err
+			return err
 		},
-		send: func(ctx context.Context, next string) error {
+		write: func(ctx context.Context, next string) error {
 			_, err := c.Exec(ctx, `WITH f AS (UPDATE peers_floor_fence SET v = v + 1 WHERE id = 1 RETURNING v),
 				p AS (DELETE FROM peers_floor_place WHERE id = $1)
 				UPDATE peers_floor_row SET n = (SELECT v FROM f) WHERE id = $1`, next)
-			if err != nil {
-				return err
-			}
-			return wakeLocal(next)
+			return err
 		},
-	})
+	}.client()
 }
 
 // pgFloorConn is a Postgres floor client's connection, with the floors'

@@ -21,16 +21,12 @@ const sqliteDSN = "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma
 // table hands it over with less.
 func sqliteRowFloorClient(tb testing.TB, path string) locker.Locker {
 	db, id, granted := sqliteFloorConn(tb, path, "peers_floor_row")
-	return floorClient(floorSignal{
-		id:  id,
-		arm: func(context.Context) (func(context.Context) error, error) { return receive(granted), nil },
-		send: func(ctx context.Context, next string) error {
-			if _, err := db.ExecContext(ctx, "UPDATE peers_floor_row SET n = n + 1 WHERE id = ?", next); err != nil {
-				return err
-			}
-			return wakeHere(next)
+	return localFloor{id: id, granted: granted, wake: wakeHere,
+		write: func(ctx context.Context, next string) error {
+			_, err := db.ExecContext(ctx, "UPDATE peers_floor_row SET n = n + 1 WHERE id = ?", next)
+			return err
 		},
-	})
+	}.client()
 }
 
 // sqliteFencedFloorClient is myFencedFloorClient on SQLite: a refused
@@ -41,29 +37,21 @@ func sqliteRowFloorClient(tb testing.TB, path string) locker.Locker {
 // checks the holder besides.
 func sqliteFencedFloorClient(tb testing.TB, path string) locker.Locker {
 	db, id, granted := sqliteFloorConn(tb, path, "peers_floor_held")
-	return floorClient(floorSignal{
-		id: id,
-		arm: func(ctx context.Context) (func(context.Context) error, error) {
+	return localFloor{id: id, granted: granted, wake: wakeHere,
+		place: func(ctx context.Context) error {
 			_, err := db.ExecContext(ctx, "INSERT OR IGNORE INTO peers_floor_place (id) VALUES (?)", id)
-			return receive(granted), err
+			return err
 		},
-		send: func(ctx context.Context, next string) error {
-			if err := sqliteFencedRelease(ctx, db, next); err != nil {
-				return err
-			}
-			return wakeHere(next)
+		// One statement, as ours (three, in a transaction, cost 1.7× a
+		// hand-off here: on SQLite a statement costs more than the writes
+		// it makes), that draws the fence as it writes the next holder's
+		// row; triggers (sqliteFloorConn) give the counter its value and
+		// take the place.
+		write: func(ctx context.Context, next string) error {
+			_, err := db.ExecContext(ctx, "UPDATE peers_floor_held SET n = (SELECT v + 1 FROM peers_floor_fence WHERE id = 1) WHERE id = ?", next)
+			return err
 		},
-	})
-}
-
-// sqliteFencedRelease is sqliteFencedFloorClient's release: one
-// statement, as ours (three, in a transaction, cost 1.7× a hand-off
-// here: on SQLite a statement costs more than the writes it makes), that
-// draws the fence as it writes the next holder's row; triggers
-// (sqliteFloorConn) give the counter its value and take the place.
-func sqliteFencedRelease(ctx context.Context, db *dbsql.DB, next string) error {
-	_, err := db.ExecContext(ctx, "UPDATE peers_floor_held SET n = (SELECT v + 1 FROM peers_floor_fence WHERE id = 1) WHERE id = ?", next)
-	return err
+	}.client()
 }
 
 // wakeHere is wakeLocal, and lets the woken waiter run at once, as ours
