@@ -273,6 +273,10 @@ func (l *lease) endIf(err error, cond func() bool, why string) bool {
 	if l.timer != nil {
 		l.timer.Stop()
 	}
+	if l.sched != 0 {
+		l.set.renew.drop(l, l.sched)
+		l.sched = 0
+	}
 	if l.stopLost != nil {
 		l.stopLost()
 	}
@@ -337,7 +341,7 @@ func (l *lease) scheduleLocked() {
 		return
 	}
 	if at := monoAt(l.next); at != l.sched {
-		l.sched = r.schedule(l, at, int64(l.every/4))
+		l.sched = r.schedule(l, l.sched, at, int64(l.every/4))
 		l.next = atMono(l.sched)
 	}
 }

@@ -28,10 +28,10 @@ type renewer struct {
 
 	mu      sync.Mutex
 	due     []due
-	ticks   tickHeap           // the ticks scheduled, earliest first
-	buckets map[int64][]*lease // the leases to renew at each tick (monoAt)
-	timer   *time.Timer        // fires at armed
-	armed   int64              // 0: the timer is not set
+	ticks   tickHeap                      // the ticks scheduled, earliest first
+	buckets map[int64]map[*lease]struct{} // the leases to renew at each tick (monoAt)
+	timer   *time.Timer                   // fires at armed
+	armed   int64                         // 0: the timer is not set
 }
 
 // due is a lease whose renewal came due at tick at; the lease may have
@@ -45,17 +45,19 @@ type due struct {
 const batchMax = 1000
 
 func newRenewer(b driver.BatchRefresher, set *leaseSet) *renewer {
-	return &renewer{b: b, set: set, kick: make(chan struct{}, 1), buckets: map[int64][]*lease{}}
+	return &renewer{b: b, set: set, kick: make(chan struct{}, 1), buckets: map[int64]map[*lease]struct{}{}}
 }
 
 // schedule has l renewed at tick at (monoAt), or at the latest tick
-// already scheduled up to early sooner, and returns the tick it chose.
-// Joining a tick merges renewals that the grid alone would keep apart
-// for good (leases taken over a few grid steps, on a slow machine, each
-// on their own tick every period): they renew a little sooner, never later.
-func (r *renewer) schedule(l *lease, at, early int64) int64 {
+// already scheduled up to early sooner, and returns the tick it chose;
+// was is l's tick so far (0: none), which it leaves. Joining a tick
+// merges renewals that the grid alone would keep apart for good (leases
+// taken over a few grid steps, on a slow machine, each on their own tick
+// every period): they renew a little sooner, never later.
+func (r *renewer) schedule(l *lease, was, at, early int64) int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	delete(r.buckets[was], l)
 	join := int64(0)
 	for _, t := range r.ticks {
 		if t <= at && t >= at-early && t > join {
@@ -67,13 +69,25 @@ func (r *renewer) schedule(l *lease, at, early int64) int64 {
 	}
 	b, ok := r.buckets[at]
 	if !ok {
+		b = map[*lease]struct{}{}
+		r.buckets[at] = b
 		heap.Push(&r.ticks, at)
 	}
-	r.buckets[at] = append(b, l)
+	b[l] = struct{}{}
 	if r.armed == 0 || at < r.armed {
 		r.arm(at)
 	}
 	return at
+}
+
+// drop takes l off tick at (0: none), as it ends: the schedule holds only
+// leases that may renew, so that a Locker that takes and lets go of
+// leases by the thousand a second keeps none of them in memory until its
+// tick (TTL/3 later).
+func (r *renewer) drop(l *lease, at int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.buckets[at], l) // an emptied tick stays in the heap until it fires
 }
 
 // arm sets the timer for tick at. Callers hold r.mu.
@@ -94,7 +108,7 @@ func (r *renewer) fire() {
 	r.mu.Lock()
 	for len(r.ticks) > 0 && r.ticks[0] <= now {
 		at := heap.Pop(&r.ticks).(int64)
-		for _, l := range r.buckets[at] {
+		for l := range r.buckets[at] {
 			r.due = append(r.due, due{l, at})
 		}
 		delete(r.buckets, at)
@@ -168,7 +182,7 @@ func (r *renewer) stop() {
 	if r.timer != nil {
 		r.timer.Stop()
 	}
-	r.due, r.ticks, r.buckets = nil, nil, map[int64][]*lease{}
+	r.due, r.ticks, r.buckets = nil, nil, map[int64]map[*lease]struct{}{}
 }
 
 // tickHeap is a min-heap of ticks (container/heap).

@@ -367,10 +367,10 @@ func TestScheduleJoinsEarlierTick(t *testing.T) {
 	base := monoAt(time.Now().Add(time.Hour))
 	const early = int64(100 * time.Millisecond)
 	a, b := &lease{}, &lease{}
-	if got := r.schedule(a, base, early); got != base {
+	if got := r.schedule(a, 0, base, early); got != base {
 		t.Fatalf("the first tick: %d, want %d", got, base)
 	}
-	if got := r.schedule(b, base-early/2, early); got != base-early/2 {
+	if got := r.schedule(b, 0, base-early/2, early); got != base-early/2 {
 		t.Errorf("a renewal before the only tick joined it: %d, want its own %d", got, base-early/2)
 	}
 	for _, c := range []struct {
@@ -380,11 +380,65 @@ func TestScheduleJoinsEarlierTick(t *testing.T) {
 		{base + early, base},                 // at the edge of the window
 		{base + early + 1, base + early + 1}, // past it: a tick of its own
 	} {
-		if got := r.schedule(&lease{}, c.at, early); got != c.want {
+		if got := r.schedule(&lease{}, 0, c.at, early); got != c.want {
 			t.Errorf("schedule at %+d ms = %+d ms, want %+d ms", (c.at-base)/1e6, (got-base)/1e6, (c.want-base)/1e6)
 		}
 	}
 	if n := len(r.buckets[base]); n != 3 {
 		t.Errorf("%d leases on the first tick, want 3", n)
+	}
+}
+
+// scheduled is how many leases r's schedule holds, over all its ticks.
+func scheduled(r *renewer) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, b := range r.buckets {
+		n += len(b)
+	}
+	return n
+}
+
+// A lease that ends leaves the renewals' schedule at once, and one
+// renewed by hand leaves the tick it was on for its next: the schedule
+// holds the live leases alone, so a Locker that takes and lets go of
+// leases by the thousand keeps none of them in memory until the tick it
+// would have renewed on (TTL/3 later; 100,000 lock+unlock pairs on mem
+// had kept 93 MB so).
+func TestEndedLeasesLeaveTheSchedule(t *testing.T) {
+	lk := New(&batchDriver{})
+	defer lk.Close()
+	r := lk.(*portable).set.renew
+	ctx := context.Background()
+	for i := range 1000 {
+		l, err := lk.Lock(ctx, fmt.Sprintf("churn%d", i%10), WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := scheduled(r); n != 0 {
+		t.Errorf("%d leases on the schedule after 1,000 were taken and let go, want 0", n)
+	}
+	live := lockMany(t, lk, 3, time.Minute)
+	if n := scheduled(r); n != 3 {
+		t.Errorf("%d entries on the schedule for 3 live leases, want 3", n)
+	}
+	live[1].(*lease).lost("a test")
+	if n := scheduled(r); n != 2 {
+		t.Errorf("%d entries on the schedule after a lease was lost, want 2", n)
+	}
+	// Moved to a later tick (a Refresh's next renewal), a lease leaves
+	// the tick it was on.
+	l := live[0].(*lease)
+	l.mu.Lock()
+	was := l.sched
+	l.sched = r.schedule(l, was, was+int64(time.Hour), 0)
+	l.mu.Unlock()
+	if n := scheduled(r); n != 2 {
+		t.Errorf("%d entries on the schedule for 2 live leases, one moved to a later tick: want 2", n)
 	}
 }
