@@ -123,7 +123,7 @@ func (z *zkDriver) armLater(h *hold) {
 func (z *zkDriver) armHold(h *hold) <-chan zk.Event {
 	wait := 20 * time.Millisecond
 	for {
-		ok, _, ch, err := h.s.conn.ExistsW(h.path)
+		ok, _, ch, err := h.s.existsW(h.path)
 		switch {
 		case err == nil && ok:
 			z.mu.Lock()

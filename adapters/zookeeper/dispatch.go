@@ -107,7 +107,7 @@ func (z *zkDriver) holdEvent(h *hold, t zk.EventType) {
 		return
 	}
 	go func() { // nobody should write it; keep watching
-		if ok, _, _, err := h.s.conn.ExistsW(h.path); err != nil || !ok {
+		if ok, _, _, err := h.s.existsW(h.path); err != nil || !ok {
 			z.lose(h, false)
 		}
 	}()

@@ -175,7 +175,7 @@ func (n *node) ownEvent(ctx context.Context, s *session, ev zk.Event) error {
 		ch <-chan zk.Event
 	}
 	w, err := ask(ctx, s, func() (watch, error) {
-		ok, _, ch, err := s.conn.ExistsW(n.path)
+		ok, _, ch, err := s.existsW(n.path)
 		return watch{ok, ch}, err
 	})
 	switch {

@@ -94,7 +94,7 @@ func (h *hold) owned(ctx context.Context, watch bool) (bool, error) {
 		exists := h.s.conn.Exists
 		if watch {
 			exists = func(path string) (bool, *zk.Stat, error) {
-				ok, st, _, err := h.s.conn.ExistsW(path)
+				ok, st, _, err := h.s.existsW(path)
 				return ok, st, err
 			}
 		}
@@ -187,7 +187,7 @@ func (z *zkDriver) watchHold(h *hold) {
 			return
 		case ev := <-ch:
 			if ev.Type == zk.EventNodeDataChanged { // nobody should write it; keep watching
-				ok, _, next, err := h.s.conn.ExistsW(h.path)
+				ok, _, next, err := h.s.existsW(h.path)
 				if err == nil && ok {
 					ch = next
 					continue

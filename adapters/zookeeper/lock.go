@@ -166,7 +166,7 @@ func (z *zkDriver) enqueue(ctx context.Context, s *session, parent, floor, owner
 	exists, err := ask(ctx, s, func() (exists bool, err error) {
 		var werr, ferr error
 		var wg sync.WaitGroup
-		wg.Go(func() { exists, stat, watch, werr = s.conn.ExistsW(path) })
+		wg.Go(func() { exists, stat, watch, werr = s.existsW(path) })
 		if m.key == nil { // else the key had no offset when our node was made
 			wg.Go(func() {
 				if offset, _, ferr = s.conn.Get(floor); errors.Is(ferr, zk.ErrNoNode) {
@@ -266,6 +266,9 @@ func (z *zkDriver) waitTurn(ctx context.Context, s *session, n *node, children [
 		}
 		w := kept
 		if pred != kept.name || prev != "" {
+			if hook := testHookBeforeWatch.Load(); hook != nil {
+				(*hook)(n.parent + "/" + pred)
+			}
 			var err error
 			if w, err = ask(ctx, s, func() (watches, error) { return s.watch(n.parent, pred, prev) }); err != nil {
 				return true, backendErr("watch predecessor", err)
@@ -314,6 +317,10 @@ var testHookAfterCreate atomic.Pointer[func(path string)]
 // our node's watch set, before the queue is listed.
 var testHookBeforeListing atomic.Pointer[func(path string)]
 
+// testHookBeforeWatch, if set, runs as waitTurn is about to watch the
+// predecessor at path, listed (a test deletes it meanwhile).
+var testHookBeforeWatch atomic.Pointer[func(path string)]
+
 // testHookBeforeWait, if set, runs as waitTurn is about to wait for its
 // predecessor's event (a test makes events arrive meanwhile).
 var testHookBeforeWait atomic.Pointer[func(n *node, pred <-chan zk.Event)]
@@ -342,10 +349,10 @@ func (s *session) watch(parent, pred, prev string) (watches, error) {
 	var wg sync.WaitGroup
 	var pst, st *zk.Stat
 	if prev != "" {
-		wg.Go(func() { w.prev, pst, w.prevCh, perr = s.conn.ExistsW(parent + "/" + prev) })
+		wg.Go(func() { w.prev, pst, w.prevCh, perr = s.existsW(parent + "/" + prev) })
 	}
 	var err error
-	w.pred, st, w.predCh, err = s.conn.ExistsW(parent + "/" + pred)
+	w.pred, st, w.predCh, err = s.existsW(parent + "/" + pred)
 	wg.Wait()
 	w.touched = touched(st) || touched(pst)
 	return w, errors.Join(err, perr)

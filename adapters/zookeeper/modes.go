@@ -154,9 +154,9 @@ func (n *node) arm(ctx context.Context, s *session, names []string, kept armed) 
 		ws, errs := make([]watch, len(fresh)), make([]error, len(fresh))
 		var wg sync.WaitGroup
 		for i, name := range fresh[1:] {
-			wg.Go(func() { ws[i+1].ok, ws[i+1].st, ws[i+1].ch, errs[i+1] = s.conn.ExistsW(n.parent + "/" + name) })
+			wg.Go(func() { ws[i+1].ok, ws[i+1].st, ws[i+1].ch, errs[i+1] = s.existsW(n.parent + "/" + name) })
 		}
-		ws[0].ok, ws[0].st, ws[0].ch, errs[0] = s.conn.ExistsW(n.parent + "/" + fresh[0])
+		ws[0].ok, ws[0].st, ws[0].ch, errs[0] = s.existsW(n.parent + "/" + fresh[0])
 		wg.Wait()
 		return ws, errors.Join(errs...)
 	})

@@ -2,6 +2,7 @@ package zookeeper
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -193,4 +194,24 @@ func (l *sessionLogger) Printf(format string, args ...any) {
 	if ms, ok := args[1].(int32); ok && ms > 0 && l.negotiated.Swap(int64(time.Duration(ms)*time.Millisecond)) == 0 {
 		close(l.learned)
 	}
+}
+
+// existsW is conn.ExistsW that leaves no watch behind where the node does
+// not exist: ZooKeeper keeps an exists-watch on a missing node until a node
+// of that path is made, which for a sequential node's name is never, so
+// each (a waiter's predecessor gone between its listing and its watch:
+// one hand-off in a few hundred) cost a watch on the server and a channel
+// in go-zookeeper for the session's life. A read with a watch sets none on
+// a missing node, as Curator's lock reads its predecessor for the same
+// reason; on one that exists it is the same watch (its deletion or a
+// write), and the nodes it reads are lock nodes with an owner's name.
+func (s *session) existsW(path string) (bool, *zk.Stat, <-chan zk.Event, error) {
+	_, st, ch, err := s.conn.GetW(path)
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		return false, &zk.Stat{}, nil, nil
+	case err != nil:
+		return false, nil, nil, err
+	}
+	return true, st, ch, nil
 }
