@@ -20,7 +20,10 @@
 // deadlocks the go-zookeeper and Curator recipes). A waiter watches its
 // predecessor, and the node before that while the predecessor is not yet
 // first, so a release wakes at most two clients and a handoff costs no
-// further round trip. A Lock that ends without the key deletes its node,
+// further round trip. Its watches, and those on its own node, are set by
+// a read (GetW), which, unlike ExistsW, leaves no watch on a node already
+// gone: ZooKeeper would keep that one until a node of its name is made,
+// for a sequential name never. A Lock that ends without the key deletes its node,
 // also when its create was still in flight.
 //
 // The node is made in a multi that also writes the key node, whose Stat
